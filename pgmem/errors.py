@@ -1,0 +1,36 @@
+"""The exception hierarchy: one root, a few meaningful branches.
+
+Every error pgmem raises on purpose is a :class:`PgmemError`. Database errors are
+wrapped once, at the boundary in :mod:`pgmem.db`, with ``raise ... from exc`` so the
+original driver error stays attached.
+"""
+
+from __future__ import annotations
+
+
+class PgmemError(Exception):
+    """Root of every error pgmem raises."""
+
+
+class ConfigurationError(PgmemError):
+    """A parameter object, option or environment variable has an invalid value."""
+
+
+class InputError(PgmemError):
+    """A span, note field, query or hint given by the caller is invalid."""
+
+
+class SchemaError(PgmemError):
+    """The database schema is missing, outdated or was changed outside pgmem."""
+
+
+class EmbeddingError(PgmemError):
+    """An embedder failed, or its vectors do not match what a namespace was built with."""
+
+
+class EmbeddingMismatchError(EmbeddingError):
+    """A namespace was written with another embedding model or dimension."""
+
+
+class DatabaseError(PgmemError):
+    """PostgreSQL refused or failed an operation (wraps the driver error)."""

@@ -1,0 +1,252 @@
+"""Typed, validated parameter objects for the read path (DESIGN §3.5).
+
+Every parameter has a documented default and is checked when the object is built:
+a bad value raises :class:`pgmem.ConfigurationError` naming the parameter and the
+allowed range. Every pack records the parameters it used in its diagnostics
+(:meth:`as_dict`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal, get_args
+
+from pgmem.errors import ConfigurationError
+
+Mode = Literal["calibrated", "relevance", "raw_bonus"]
+MODES: tuple[str, ...] = get_args(Mode)
+
+ROLES: tuple[str, ...] = (
+    "fact",
+    "event",
+    "definition",
+    "procedure",
+    "claim",
+    "dialogue",
+    "summary",
+    "other",
+)
+
+
+def _finite(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigurationError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ConfigurationError(f"{name} must be finite, got {value!r}")
+
+
+def _at_least(name: str, value: float, low: float, *, strict: bool = False) -> None:
+    _finite(name, value)
+    if value < low or (strict and value == low):
+        rule = ">" if strict else ">="
+        raise ConfigurationError(f"{name} must be {rule} {low}, got {value!r}")
+
+
+def _between(name: str, value: float, low: float, high: float) -> None:
+    _finite(name, value)
+    if not low <= value <= high:
+        raise ConfigurationError(f"{name} must be in [{low}, {high}], got {value!r}")
+
+
+def _whole(name: str, value: int, low: int, high: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigurationError(f"{name} must be a whole number, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise ConfigurationError(f"{name} must be {bound}, got {value!r}")
+
+
+class _Params:
+    """Shared helpers: ``as_dict`` for diagnostics and ``replace`` with validation."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload,no-any-return]
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> Any:
+        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigurationError(
+                f"{cls.__name__} has no parameter {unknown[0]!r}; known: {', '.join(sorted(known))}"
+            )
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class StageOneParams(_Params):
+    """Candidate search and base score (DESIGN §3.1).
+
+    Attributes
+    ----------
+    k_dense : int
+        Candidates taken from the HNSW cosine search (default 50, 1..1000).
+    k_lex : int
+        Candidates taken from the BM25 lexical search (default 50, 0..1000; 0 turns it off).
+    ef_search : int
+        HNSW search breadth; raised to ``k_dense`` when smaller (default 100).
+    lex_max_terms : int
+        At most this many query terms screen lexical candidates, the rarest first
+        (default 8). All query terms still contribute to every candidate's BM25 score.
+    lex_max_postings : int
+        Screening stops adding terms once their summed document frequency would pass
+        this many notes (default 20000), so lexical search cost stays bounded as the
+        store grows; the rarest term is always used.
+    bm25_k1, bm25_b : float
+        BM25 term-frequency saturation and length normalisation (defaults 1.2, 0.75).
+    dense_weight, lexical_weight : float
+        Base score = dense_weight * cosine + lexical_weight * BM25 / max BM25 in the pool
+        (defaults 0.7, 0.3).
+    entity_boost, time_boost, keyword_boost, handle_boost : float
+        Maximum additive boost for matching entity hints (scaled by tag confidence),
+        time hints, keyword hints and exact micro-handles (defaults 0.05 each, 0..1).
+    link_boost : float
+        Fraction of the best relevance among a candidate's linked notes in the pool
+        that is added to its score (default 0.3, 0..1).
+    """
+
+    k_dense: int = 50
+    k_lex: int = 50
+    ef_search: int = 100
+    lex_max_terms: int = 8
+    lex_max_postings: int = 20000
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+    dense_weight: float = 0.7
+    lexical_weight: float = 0.3
+    entity_boost: float = 0.05
+    time_boost: float = 0.05
+    keyword_boost: float = 0.05
+    handle_boost: float = 0.05
+    link_boost: float = 0.3
+
+    def __post_init__(self) -> None:
+        _whole("k_dense", self.k_dense, 1, 1000)
+        _whole("k_lex", self.k_lex, 0, 1000)
+        _whole("ef_search", self.ef_search, 1, 1000)
+        _whole("lex_max_terms", self.lex_max_terms, 1, 64)
+        _whole("lex_max_postings", self.lex_max_postings, 1)
+        _at_least("bm25_k1", self.bm25_k1, 0.0)
+        _between("bm25_b", self.bm25_b, 0.0, 1.0)
+        _at_least("dense_weight", self.dense_weight, 0.0)
+        _at_least("lexical_weight", self.lexical_weight, 0.0)
+        if self.dense_weight + self.lexical_weight == 0:
+            raise ConfigurationError(
+                "dense_weight + lexical_weight must be > 0, got 0: no relevance signal left"
+            )
+        for name in ("entity_boost", "time_boost", "keyword_boost", "handle_boost", "link_boost"):
+            _between(name, getattr(self, name), 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class CalibrationParams(_Params):
+    """Family calibration and its degraded-mode switch (DESIGN §3.2-3.3).
+
+    Attributes
+    ----------
+    n_min : int
+        Pools with fewer candidates are degraded: no family regulariser (default 8).
+    var_min : float
+        Pools whose base-score variance is below this are degraded (default 1e-4).
+    h_min : float
+        Pools whose family-label entropy (nats) is below this are degraded (default 0.3).
+    var_floor : float
+        Added to every family's expected variance so tiny families cannot produce huge
+        z-scores (default 1e-3).
+    eps : float
+        Numerical floor inside square roots and divisions (default 1e-9).
+    shrinkage : float
+        ``lambda``: family-size shrinkage, z' = z * m / (m + lambda) (default 2).
+    tau : float
+        tanh temperature (default 2, > 0).
+    alpha_prior : float
+        Weight of the write-time confidence prior p_f in the reliability r_f (default 0.3).
+    gamma : float
+        Maximum size of the family regulariser, in pool standard deviations (default 0.5).
+    """
+
+    n_min: int = 8
+    var_min: float = 1e-4
+    h_min: float = 0.3
+    var_floor: float = 1e-3
+    eps: float = 1e-9
+    shrinkage: float = 2.0
+    tau: float = 2.0
+    alpha_prior: float = 0.3
+    gamma: float = 0.5
+
+    def __post_init__(self) -> None:
+        _whole("n_min", self.n_min, 1)
+        _at_least("var_min", self.var_min, 0.0)
+        _at_least("h_min", self.h_min, 0.0)
+        _at_least("var_floor", self.var_floor, 0.0)
+        _at_least("eps", self.eps, 0.0, strict=True)
+        _at_least("shrinkage", self.shrinkage, 0.0)
+        _at_least("tau", self.tau, 0.0, strict=True)
+        _between("alpha_prior", self.alpha_prior, 0.0, 1.0)
+        _at_least("gamma", self.gamma, 0.0)
+
+
+@dataclass(frozen=True)
+class PackParams(_Params):
+    """The greedy, deterministic packer (DESIGN §3.3).
+
+    Attributes
+    ----------
+    budget : int
+        Maximum number of notes in the pack (default 8, 1..1000).
+    token_budget : int or None
+        Optional maximum of summed note tokens (approximate count, see
+        :func:`pgmem.retrieval.packer.count_tokens`); ``None`` means no token limit.
+    role_quotas : mapping of role to int
+        Per-role maxima; roles not named are unlimited (default none).
+    family_cap : int or None
+        Maximum notes from one provenance family; ``None`` means no cap (default).
+    overlap_decay : float
+        Score subtracted per unit of overlap with an already selected note (default 0.5).
+    overlap_hard_threshold : float
+        A candidate overlapping a selected note by more than this is rejected (default 0.9).
+    minimum_effective_score : float or None
+        A candidate whose decayed score is below this is rejected; ``None`` (default)
+        disables the rule, so tiny pools are never emptied by a normalised-score cut.
+    """
+
+    budget: int = 8
+    token_budget: int | None = None
+    role_quotas: Mapping[str, int] = field(default_factory=dict)
+    family_cap: int | None = None
+    overlap_decay: float = 0.5
+    overlap_hard_threshold: float = 0.9
+    minimum_effective_score: float | None = None
+
+    def __post_init__(self) -> None:
+        _whole("budget", self.budget, 1, 1000)
+        if self.token_budget is not None:
+            _whole("token_budget", self.token_budget, 1)
+        if not isinstance(self.role_quotas, Mapping):
+            raise ConfigurationError(
+                f"role_quotas must be a mapping of role to count, got {type(self.role_quotas).__name__}"
+            )
+        for role, quota in self.role_quotas.items():
+            if role not in ROLES:
+                raise ConfigurationError(
+                    f"role_quotas has unknown role {role!r}; roles are {', '.join(ROLES)}"
+                )
+            _whole(f"role_quotas[{role!r}]", quota, 0)
+        # Freeze the mapping so a caller mutating its dict cannot change a logged pack.
+        object.__setattr__(self, "role_quotas", dict(sorted(self.role_quotas.items())))
+        if self.family_cap is not None:
+            _whole("family_cap", self.family_cap, 1)
+        _at_least("overlap_decay", self.overlap_decay, 0.0)
+        _between("overlap_hard_threshold", self.overlap_hard_threshold, 0.0, 1.0)
+        if self.minimum_effective_score is not None:
+            _finite("minimum_effective_score", self.minimum_effective_score)
+
+
+def check_mode(mode: str) -> Mode:
+    """Return ``mode`` if it is a known ablation mode, else raise ConfigurationError."""
+    if mode not in MODES:
+        raise ConfigurationError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    return mode  # type: ignore[return-value]

@@ -1,0 +1,58 @@
+"""The stage-one pool as the pure read path sees it: candidates plus aggregates.
+
+In production the aggregates come from the window functions of
+``pgmem.stage_one_v1`` (one SQL statement); :meth:`Pool.from_candidates` computes the
+same numbers with numpy, for tests, golden files and the evaluation harness.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from pgmem.types import Candidate, FamilyAggregate
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A bounded candidate pool C with N, mean, population variance and entropy of b."""
+
+    candidates: tuple[Candidate, ...]
+    size: int
+    mean: float
+    variance: float
+    entropy: float
+    families: tuple[FamilyAggregate, ...]
+
+    @classmethod
+    def from_candidates(cls, candidates: Iterable[Candidate]) -> Pool:
+        """Build a pool and compute its aggregates exactly as DESIGN §3.1 defines them."""
+        rows = tuple(candidates)
+        if not rows:
+            return cls(rows, 0, 0.0, 0.0, 0.0, ())
+        scores = np.array([c.base_score for c in rows], dtype=np.float64)
+        size = len(rows)
+        by_family: dict[str, list[Candidate]] = {}
+        for candidate in rows:
+            by_family.setdefault(candidate.family, []).append(candidate)
+        families = tuple(
+            FamilyAggregate(
+                family=name,
+                count=len(members),
+                score_sum=float(np.sum([m.base_score for m in members])),
+                mean_confidence=float(np.mean([m.confidence for m in members])),
+            )
+            for name, members in sorted(by_family.items())
+        )
+        shares = np.array([f.count / size for f in families])
+        entropy = float(-np.sum(shares * np.log(shares)))
+        return cls(
+            candidates=rows,
+            size=size,
+            mean=float(scores.mean()),
+            variance=float(scores.var()),
+            entropy=max(entropy, 0.0),
+            families=families,
+        )

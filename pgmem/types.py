@@ -1,0 +1,221 @@
+"""Result and input types of the public API (plain frozen dataclasses, no I/O)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Span:
+    """One span of a source document, the unit pgmem turns into an immutable note.
+
+    Parameters
+    ----------
+    document_id : str
+        The caller's id of the source document.
+    text : str
+        The exact span text: the document's UTF-8 bytes ``[start:end]``.
+    start, end : int
+        Byte offsets of the span in the source document (``0 <= start < end``,
+        ``end - start`` equal to the UTF-8 length of ``text``).
+    family : str
+        Provenance family: the publisher, session, tool or author the span came from.
+    source_ts : datetime or str, optional
+        When the source said it (timezone-aware, or ISO 8601 text).
+    external_id : str, optional
+        The caller's own id for the span (e.g. a dialogue turn id); returned on packed items.
+    role : str, optional
+        One of :data:`pgmem.ROLES`; derived by the enricher when omitted.
+    confidence : float, optional
+        Write-time confidence in [0, 1]; derived by the enricher when omitted.
+    context : str, optional
+        A short phrase situating the span (title, section, speaker); derived when omitted.
+    metadata : mapping, optional
+        Free JSON-serialisable metadata stored with the note.
+    """
+
+    document_id: str
+    text: str
+    start: int
+    end: int
+    family: str
+    source_ts: datetime | str | None = None
+    external_id: str | None = None
+    role: str | None = None
+    confidence: float | None = None
+    context: str | None = None
+    metadata: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Citation:
+    """Where a note's text comes from: a document and a byte range in it."""
+
+    document_id: str
+    start: int
+    end: int
+
+    def __str__(self) -> str:
+        return f"{self.document_id}[{self.start}:{self.end}]"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One row of the stage-one pool, as returned by ``pgmem.stage_one_v1``."""
+
+    note_id: str
+    external_id: str | None
+    document_id: str
+    span_start: int
+    span_end: int
+    text: str
+    context: str
+    family: str
+    role: str
+    confidence: float
+    source_ts: datetime | None
+    dense_score: float
+    lexical_score: float
+    facet_boost: float
+    link_boost: float
+    base_score: float
+
+    @property
+    def citation(self) -> Citation:
+        return Citation(self.document_id, self.span_start, self.span_end)
+
+
+@dataclass(frozen=True)
+class FamilyAggregate:
+    """Per-family pool aggregates: m_f (count), R_f (sum of b), p_f (mean confidence)."""
+
+    family: str
+    count: int
+    score_sum: float
+    mean_confidence: float
+
+
+@dataclass(frozen=True)
+class FamilyCalibration:
+    """Everything DESIGN §3.2 computes for one family, kept for the diagnostics."""
+
+    family: str
+    count: int
+    score_sum: float
+    mean_confidence: float
+    expected_sum: float
+    expected_variance: float
+    z: float
+    shrunk_z: float
+    corroboration: float
+    reliability: float
+    uncertainty: float
+    regularizer: float
+    variance_floor_dominated: bool
+
+
+@dataclass(frozen=True)
+class PackItem:
+    """One packed note with its scores and grounding."""
+
+    rank: int
+    note_id: str
+    external_id: str | None
+    document_id: str
+    family: str
+    role: str
+    confidence: float
+    text: str
+    context: str
+    source_ts: datetime | None
+    citation: Citation
+    base_score: float
+    normalized_score: float
+    regularizer: float
+    final_score: float
+    decayed_score: float
+    max_overlap: float
+    dense_score: float
+    lexical_score: float
+    facet_boost: float
+    link_boost: float
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A candidate the packer scanned and refused, with the rule that refused it.
+
+    ``reason`` is one of ``overlap``, ``below_minimum``, ``role_quota``,
+    ``family_cap`` or ``token_budget``; ``overlaps_note_id`` names the selected note
+    it overlapped most, when any.
+    """
+
+    note_id: str
+    family: str
+    role: str
+    reason: str
+    final_score: float
+    decayed_score: float
+    max_overlap: float
+    overlaps_note_id: str | None
+
+
+@dataclass(frozen=True)
+class Diagnostics:
+    """Why a pack looks the way it does (DESIGN §3.4)."""
+
+    mode: str
+    degraded: bool
+    degraded_reasons: tuple[str, ...]
+    pool_size: int
+    pool_mean: float
+    pool_variance: float
+    entropy: float
+    families: tuple[FamilyCalibration, ...]
+    rejections: tuple[Rejection, ...]
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    hints: Mapping[str, Any] = field(default_factory=dict)
+    timings_ms: Mapping[str, float] = field(default_factory=dict)
+    namespace: str = ""
+    embedding_model: str = ""
+
+    def family(self, name: str) -> FamilyCalibration:
+        """The calibration record of family ``name`` (KeyError if it is not in the pool)."""
+        for record in self.families:
+            if record.family == name:
+                return record
+        raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class Pack:
+    """An evidence pack: the selected notes in order, and the diagnostics behind them."""
+
+    query: str
+    items: tuple[PackItem, ...]
+    diagnostics: Diagnostics
+    pack_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (datetimes as ISO 8601, non-finite floats as null)."""
+        return _jsonable(asdict(self))  # type: ignore[no-any-return]
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), **kwargs)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
