@@ -102,9 +102,9 @@ class StageOneParams(_Params):
     entity_boost, time_boost, keyword_boost, handle_boost : float
         Maximum additive boost for matching entity hints (scaled by tag confidence),
         time hints, keyword hints and exact micro-handles (defaults 0.05 each, 0..1).
-    link_boost : float
+    link_weight : float
         Fraction of the best relevance among a candidate's linked notes in the pool
-        that is added to its score (default 0.3, 0..1).
+        that is added to its score as the link boost (default 0.3, 0..1).
     """
 
     k_dense: int = 50
@@ -120,7 +120,7 @@ class StageOneParams(_Params):
     time_boost: float = 0.05
     keyword_boost: float = 0.05
     handle_boost: float = 0.05
-    link_boost: float = 0.3
+    link_weight: float = 0.3
 
     def __post_init__(self) -> None:
         _whole("k_dense", self.k_dense, 1, 1000)
@@ -136,7 +136,7 @@ class StageOneParams(_Params):
             raise ConfigurationError(
                 "dense_weight + lexical_weight must be > 0, got 0: no relevance signal left"
             )
-        for name in ("entity_boost", "time_boost", "keyword_boost", "handle_boost", "link_boost"):
+        for name in ("entity_boost", "time_boost", "keyword_boost", "handle_boost", "link_weight"):
             _between(name, getattr(self, name), 0.0, 1.0)
 
 

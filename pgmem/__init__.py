@@ -1,0 +1,61 @@
+"""pgmem: memory for LLM agents inside PostgreSQL.
+
+Write source text as immutable, span-grounded notes with :func:`ingest`; read a
+small, fixed-budget evidence pack for a question with :func:`pack`.
+
+>>> import pgmem
+>>> conn = pgmem.connect()            # embedded PostgreSQL, migrated
+>>> pgmem.ingest(conn, [pgmem.Span(document_id="d1", text="Ada founded Acme.", start=0,
+...                                end=17, family="wiki")])
+>>> pgmem.pack(conn, "Who founded Acme?").items[0].text
+'Ada founded Acme.'
+"""
+
+from __future__ import annotations
+
+from pgmem.api import ingest, pack
+from pgmem.db.connection import connect
+from pgmem.db.migrate import migrate
+from pgmem.embeddings import Embedder, get_embedder
+from pgmem.errors import (
+    ConfigurationError,
+    DatabaseError,
+    EmbeddingError,
+    EmbeddingMismatchError,
+    InputError,
+    PgmemError,
+    SchemaError,
+)
+from pgmem.ingest.writer import IngestResult
+from pgmem.params import ROLES, CalibrationParams, PackParams, StageOneParams
+from pgmem.types import Citation, Diagnostics, FamilyCalibration, Pack, PackItem, Rejection, Span
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ROLES",
+    "CalibrationParams",
+    "Citation",
+    "ConfigurationError",
+    "DatabaseError",
+    "Diagnostics",
+    "Embedder",
+    "EmbeddingError",
+    "EmbeddingMismatchError",
+    "FamilyCalibration",
+    "IngestResult",
+    "InputError",
+    "Pack",
+    "PackItem",
+    "PackParams",
+    "PgmemError",
+    "Rejection",
+    "SchemaError",
+    "Span",
+    "StageOneParams",
+    "connect",
+    "get_embedder",
+    "ingest",
+    "migrate",
+    "pack",
+]

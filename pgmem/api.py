@@ -1,0 +1,300 @@
+"""The public operations: ingest spans, pack evidence for a question."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from pgmem.db.errors import database_errors
+from pgmem.db.queries import query
+from pgmem.embeddings import Embedder, embed_unique, get_embedder
+from pgmem.errors import ConfigurationError, InputError
+from pgmem.ingest.enricher import Enricher
+from pgmem.ingest.spans import check_namespace, parse_timestamp
+from pgmem.ingest.writer import IngestResult
+from pgmem.ingest.writer import ingest as write_spans
+from pgmem.params import (
+    ROLES,
+    CalibrationParams,
+    Mode,
+    PackParams,
+    StageOneParams,
+    check_mode,
+)
+from pgmem.retrieval.calibrate import calibrate
+from pgmem.retrieval.packer import rank_and_pack
+from pgmem.retrieval.stage_one import Hints, run_stage_one, stage_one_arguments
+from pgmem.types import Diagnostics, Pack, Span
+
+#: Longest question accepted, in characters (the embedder reads far less).
+MAX_QUERY_CHARS = 4_096
+
+
+def ingest(
+    conn: psycopg.Connection[Any],
+    spans: Iterable[Span],
+    *,
+    namespace: str = "default",
+    embedder: Embedder | str | None = None,
+    enricher: Enricher | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> IngestResult:
+    """Write spans as immutable notes in ``namespace``.
+
+    Each span is validated, enriched (role, keywords, entity and time tags,
+    micro-handles, context, confidence, local links) and embedded once; the batch is
+    written through COPY in one transaction (a savepoint if the connection is already
+    in a transaction). A bad span raises :class:`pgmem.InputError` naming it, and
+    nothing of the batch is written. Note ids are deterministic, so re-ingesting a
+    span is a no-op.
+
+    Parameters
+    ----------
+    conn : psycopg.Connection
+        Any psycopg 3 connection to a migrated database.
+    spans : iterable of Span
+        The spans to write.
+    namespace : str
+        The isolated memory to write into (default ``"default"``); created on first use
+        and bound to the embedder's model.
+    embedder : Embedder or str, optional
+        The embedding model (default: ``$PGMEM_EMBEDDER`` or the bundled MiniLM).
+    enricher : Enricher, optional
+        Replaces the default rule-based enricher.
+    progress : callable, optional
+        Called with the number of spans embedded after each chunk.
+
+    Returns
+    -------
+    IngestResult
+        Note ids in input order, and how many notes were new or already present.
+    """
+    return write_spans(
+        conn, spans, namespace=namespace, embedder=get_embedder(embedder), enricher=enricher, progress=progress
+    )
+
+
+def _check_question(question: object) -> str:
+    if not isinstance(question, str):
+        raise InputError(f"question must be a string, got {type(question).__name__}")
+    if not question.strip():
+        raise InputError("question must not be empty or whitespace only")
+    if len(question) > MAX_QUERY_CHARS:
+        raise InputError(f"question must be at most {MAX_QUERY_CHARS} characters, got {len(question)}")
+    if "\x00" in question:
+        raise InputError("question must not contain NUL characters")
+    return question
+
+
+def _strings(name: str, values: Sequence[str] | None) -> tuple[str, ...]:
+    if values is None:
+        return ()
+    if isinstance(values, str) or not all(isinstance(v, str) and v.strip() for v in values):
+        raise InputError(f"{name} must be a list of non-empty strings, got {values!r}")
+    return tuple(v.strip() for v in values)
+
+
+def _hints(
+    entities: Sequence[str] | None,
+    time_range: tuple[datetime | str | None, datetime | str | None] | None,
+    keywords: Sequence[str] | None,
+    handles: Sequence[str] | None,
+    roles: Sequence[str] | None,
+) -> Hints:
+    time_from = time_to = None
+    if time_range is not None:
+        if not isinstance(time_range, tuple | list) or len(time_range) != 2:
+            raise InputError(f"time_range must be a (start, end) pair, got {time_range!r}")
+        start, end = time_range
+        time_from = parse_timestamp(start, "time_range start") if start is not None else None
+        time_to = parse_timestamp(end, "time_range end") if end is not None else None
+        if time_from and time_to and time_to <= time_from:
+            raise InputError(f"time_range end must be after its start, got {start} .. {end}")
+    role_filter = None
+    if roles is not None:
+        role_filter = _strings("roles", roles)
+        unknown = [r for r in role_filter if r not in ROLES]
+        if unknown or not role_filter:
+            raise InputError(f"roles must be a non-empty list of {', '.join(ROLES)}; got {list(roles)!r}")
+    return Hints(
+        entities=_strings("entities", entities),
+        time_from=time_from,
+        time_to=time_to,
+        keywords=_strings("keywords", keywords),
+        handles=_strings("handles", handles),
+        roles=role_filter,
+    )
+
+
+def _packing(
+    packing: PackParams | None,
+    budget: int | None,
+    token_budget: int | None,
+    role_quotas: Mapping[str, int] | None,
+    family_cap: int | None,
+) -> PackParams:
+    base = packing or PackParams()
+    overrides: dict[str, Any] = {}
+    if budget is not None:
+        overrides["budget"] = budget
+    if token_budget is not None:
+        overrides["token_budget"] = token_budget
+    if role_quotas is not None:
+        overrides["role_quotas"] = role_quotas
+    if family_cap is not None:
+        overrides["family_cap"] = family_cap
+    return dataclasses.replace(base, **overrides) if overrides else base
+
+
+def pack(
+    conn: psycopg.Connection[Any],
+    question: str,
+    *,
+    budget: int | None = None,
+    namespace: str = "default",
+    mode: Mode | str = "calibrated",
+    token_budget: int | None = None,
+    roles: Sequence[str] | None = None,
+    role_quotas: Mapping[str, int] | None = None,
+    family_cap: int | None = None,
+    entities: Sequence[str] | None = None,
+    time_range: tuple[datetime | str | None, datetime | str | None] | None = None,
+    keywords: Sequence[str] | None = None,
+    handles: Sequence[str] | None = None,
+    stage_one: StageOneParams | None = None,
+    calibration: CalibrationParams | None = None,
+    packing: PackParams | None = None,
+    embedder: Embedder | str | None = None,
+    log: bool = False,
+) -> Pack:
+    """Select a fixed-budget evidence pack for ``question`` from ``namespace``.
+
+    Stage one (candidate search and pool aggregates) is one SQL statement, so a pack
+    costs exactly one database round trip; family calibration and the greedy packer
+    then run in numpy. The connection is used as it is (autocommit or not, inside a
+    transaction or not) and never committed or closed.
+
+    Parameters
+    ----------
+    conn : psycopg.Connection
+        Any psycopg 3 connection to a migrated database.
+    question : str
+        The question the evidence is for (at most 4,096 characters).
+    budget : int, optional
+        Maximum notes in the pack (default 8); shortcut for ``PackParams.budget``.
+    namespace : str
+        The memory to read (default ``"default"``). An unknown namespace gives an
+        empty pack whose diagnostics say the pool was too small.
+    mode : {"calibrated", "relevance", "raw_bonus"}
+        ``calibrated`` (default) adds the bounded family regulariser; ``relevance``
+        zeroes it; ``raw_bonus`` uses an uncalibrated family-count bonus.
+    token_budget, role_quotas, family_cap : optional
+        Shortcuts for the :class:`PackParams` fields of the same names.
+    roles : list of str, optional
+        Only notes with these roles are candidates.
+    entities, keywords, handles : list of str, optional
+        Hints: notes tagged with them get bounded boosts in stage one.
+    time_range : (start, end), optional
+        Time hint; notes whose time tags (or source time) fall in it get a boost.
+    stage_one, calibration, packing : parameter objects, optional
+        Full control of every parameter (defaults documented on each class).
+    embedder : Embedder or str, optional
+        Must be the model the namespace was written with (else EmbeddingMismatchError).
+    log : bool
+        Persist the pack and its diagnostics to ``pgmem.pack_log`` (one more
+        statement, in the caller's transaction if there is one).
+
+    Returns
+    -------
+    Pack
+        ``items`` in pack order and ``diagnostics`` explaining them.
+    """
+    started = time.perf_counter()
+    check_namespace(namespace)
+    question = _check_question(question)
+    mode = check_mode(mode)
+    hints = _hints(entities, time_range, keywords, handles, roles)
+    stage_one = stage_one or StageOneParams()
+    calibration = calibration or CalibrationParams()
+    for name, value, kind in (
+        ("stage_one", stage_one, StageOneParams),
+        ("calibration", calibration, CalibrationParams),
+        ("packing", packing, PackParams),
+    ):
+        if value is not None and not isinstance(value, kind):
+            raise ConfigurationError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
+    packing = _packing(packing, budget, token_budget, role_quotas, family_cap)
+    model = get_embedder(embedder)
+
+    query_vector = embed_unique(model, [question])[0]
+    embedded = time.perf_counter()
+    pool = run_stage_one(
+        conn, stage_one_arguments(namespace, model.name, query_vector, question, hints, stage_one)
+    )
+    searched = time.perf_counter()
+    calibrated = calibrate(pool, calibration, mode)
+    result = rank_and_pack(pool, calibrated, packing)
+    packed = time.perf_counter()
+
+    diagnostics = Diagnostics(
+        mode=mode,
+        degraded=calibrated.degraded,
+        degraded_reasons=calibrated.degraded_reasons,
+        pool_size=pool.size,
+        pool_mean=pool.mean,
+        pool_variance=pool.variance,
+        entropy=pool.entropy,
+        families=calibrated.families,
+        rejections=result.rejections,
+        parameters={
+            "stage_one": stage_one.as_dict(),
+            "calibration": calibration.as_dict(),
+            "packing": packing.as_dict(),
+        },
+        hints=hints.as_dict(),
+        timings_ms={
+            "embed": round((embedded - started) * 1000, 3),
+            "stage_one": round((searched - embedded) * 1000, 3),
+            "calibrate_and_pack": round((packed - searched) * 1000, 3),
+        },
+        namespace=namespace,
+        embedding_model=model.name,
+    )
+    evidence = Pack(query=question, items=result.items, diagnostics=diagnostics)
+    if log:
+        evidence = _log(conn, evidence)
+    return evidence
+
+
+def _log(conn: psycopg.Connection[Any], evidence: Pack) -> Pack:
+    pack_id = str(uuid.uuid4())
+    d = evidence.to_dict()["diagnostics"]
+    document = {
+        "namespace": d["namespace"],
+        "pack_id": pack_id,
+        "query": evidence.query,
+        "mode": d["mode"],
+        "embedding_model": d["embedding_model"],
+        "degraded": d["degraded"],
+        "degraded_reasons": d["degraded_reasons"],
+        "pool_size": d["pool_size"],
+        "pool_mean": d["pool_mean"],
+        "pool_variance": d["pool_variance"],
+        "entropy": d["entropy"],
+        "note_ids": [item.note_id for item in evidence.items],
+        "parameters": d["parameters"],
+        "hints": d["hints"],
+        "rejections": d["rejections"],
+        "timings_ms": d["timings_ms"],
+        "families": d["families"],
+    }
+    with database_errors("log pack"):
+        conn.execute(query("log_pack"), {"pack": Jsonb(document)})
+    return dataclasses.replace(evidence, pack_id=pack_id)

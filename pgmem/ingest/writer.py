@@ -1,0 +1,142 @@
+"""Span → immutable note: validate, enrich, embed, link, then write in one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg.types.json import Jsonb
+
+from pgmem.db.errors import database_errors
+from pgmem.db.queries import query
+from pgmem.db.vectors import vector_literal
+from pgmem.embeddings import Embedder, embed_unique
+from pgmem.errors import InputError, SchemaError
+from pgmem.ingest.enricher import Enricher, Enrichment, RuleEnricher, SpanInput
+from pgmem.ingest.spans import ValidSpan, check_namespace, validate_span
+from pgmem.types import Span
+
+#: Spans embedded and copied per chunk; a batch of any size is still one transaction.
+CHUNK = 256
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What an ingest call did: note ids in input order, and how many were new."""
+
+    note_ids: tuple[str, ...]
+    inserted: int
+    skipped: int
+
+
+def _dedupe(valid: list[ValidSpan]) -> list[ValidSpan]:
+    """Drop exact repeats of a span; refuse one note id carried by different content."""
+    seen: dict[str, ValidSpan] = {}
+    unique: list[ValidSpan] = []
+    for item in valid:
+        first = seen.get(item.note_id)
+        if first is None:
+            seen[item.note_id] = item
+            unique.append(item)
+        elif first.span != item.span:
+            raise InputError(
+                f"span {item.index} has the same note id as span {first.index} (same namespace,"
+                " document, offsets and text) but different family, role, confidence, context,"
+                " source_ts, external_id or metadata; a note is written once"
+            )
+    return unique
+
+
+def _local_links(
+    conn: psycopg.Connection[Any], namespace: str, batch: list[ValidSpan]
+) -> dict[str, list[str]]:
+    """Previous and next span of the same document, among the batch and the store."""
+    documents = sorted({v.span.document_id for v in batch})
+    positions: dict[str, dict[str, int]] = {doc: {} for doc in documents}
+    rows = conn.execute(query("document_neighbours"), {"namespace": namespace, "document_ids": documents})
+    for document_id, start, existing_id in rows:
+        positions[document_id][str(existing_id)] = start
+    for item in batch:
+        positions[item.span.document_id][item.note_id] = item.span.start
+    links: dict[str, list[str]] = {}
+    for members in positions.values():
+        ordered = sorted(members, key=lambda nid: (members[nid], nid))
+        for i, nid in enumerate(ordered):
+            links[nid] = [ordered[j] for j in (i - 1, i + 1) if 0 <= j < len(ordered)]
+    return links
+
+
+def _row(
+    namespace: str, model_id: int, item: ValidSpan, facets: Enrichment, vector: np.ndarray, links: list[str]
+) -> tuple[Any, ...]:
+    span = item.span
+    return (
+        namespace, item.note_id, span.external_id, span.document_id, span.start, span.end,
+        span.text, facets.context, span.family, facets.role, facets.confidence, item.source_ts,
+        model_id, vector_literal(vector),
+        Jsonb([{"text": e.text, "confidence": e.confidence} for e in facets.entities]),
+        Jsonb([
+            {"text": t.text, "start": t.start.isoformat(), "end": t.end.isoformat(),
+             "granularity": t.granularity, "confidence": t.confidence}
+            for t in facets.time_tags
+        ]),
+        list(facets.keywords), list(facets.handles), links, Jsonb(item.metadata),
+    )
+
+
+def ingest(
+    conn: psycopg.Connection[Any],
+    spans: Iterable[Span],
+    *,
+    namespace: str,
+    embedder: Embedder,
+    enricher: Enricher | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> IngestResult:
+    """Write spans as immutable notes; the whole batch is one transaction.
+
+    See :func:`pgmem.ingest` for the public documentation.
+    """
+    check_namespace(namespace)
+    batch = list(spans)
+    checked = [validate_span(i, span, namespace) for i, span in enumerate(batch)]
+    valid = _dedupe(checked)
+    if not valid:
+        return IngestResult((), 0, 0)
+    enricher = enricher or RuleEnricher()
+    facets = [
+        enricher.enrich(
+            SpanInput(
+                text=v.span.text, family=v.span.family, source_ts=v.source_ts, role=v.span.role,
+                confidence=v.span.confidence, context=v.span.context, metadata=v.metadata,
+            )
+        )
+        for v in valid
+    ]
+    vectors = np.empty((0, embedder.dimension), dtype=np.float32)
+    chunks: list[np.ndarray] = []
+    for start in range(0, len(valid), CHUNK):
+        chunks.append(embed_unique(embedder, [v.span.text for v in valid[start : start + CHUNK]]))
+        if progress is not None:
+            progress(len(chunks[-1]))
+    vectors = np.concatenate(chunks) if chunks else vectors
+
+    with database_errors("ingest"), conn.transaction():
+        model_row = conn.execute(
+            query("register_namespace"),
+            {"namespace": namespace, "model": embedder.name, "dimension": embedder.dimension},
+        ).fetchone()
+        if model_row is None:
+            raise SchemaError("pgmem.register_namespace_v1 returned no model id")
+        model_id = int(model_row[0])
+        links = _local_links(conn, namespace, valid)
+        conn.execute(query("create_staging"))
+        with conn.cursor().copy(query("copy_staging")) as copy:
+            for item, facet, vector in zip(valid, facets, vectors, strict=True):
+                copy.write_row(_row(namespace, model_id, item, facet, vector, links[item.note_id]))
+        inserted = conn.execute(query("insert_from_staging")).rowcount
+        conn.execute(query("drop_staging"))
+    return IngestResult(note_ids=tuple(v.note_id for v in checked), inserted=inserted, skipped=len(valid) - inserted)

@@ -1,0 +1,98 @@
+"""Stage one: one call of ``pgmem.stage_one_v1``, its rows turned into a :class:`Pool`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from pgmem.db.errors import database_errors
+from pgmem.db.queries import query
+from pgmem.db.vectors import vector_literal
+from pgmem.params import StageOneParams
+from pgmem.retrieval.pool import Pool
+from pgmem.types import Candidate, FamilyAggregate
+
+
+@dataclass(frozen=True)
+class Hints:
+    """Facets the question is about; stage one adds bounded boosts for notes matching them."""
+
+    entities: tuple[str, ...] = ()
+    time_from: datetime | None = None
+    time_to: datetime | None = None
+    keywords: tuple[str, ...] = ()
+    handles: tuple[str, ...] = ()
+    roles: tuple[str, ...] | None = None
+    derived: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "entities": list(self.entities),
+            "time_from": self.time_from.isoformat() if self.time_from else None,
+            "time_to": self.time_to.isoformat() if self.time_to else None,
+            "keywords": list(self.keywords),
+            "handles": list(self.handles),
+            "roles": list(self.roles) if self.roles is not None else None,
+        }
+
+
+def stage_one_arguments(
+    namespace: str, model: str, query_vector: np.ndarray, question: str, hints: Hints, params: StageOneParams
+) -> dict[str, Any]:
+    """The bind parameters of the ``stage_one`` statement."""
+    return {
+        "namespace": namespace,
+        "model": model,
+        "query_embedding": vector_literal(query_vector),
+        "query": question,
+        **params.as_dict(),
+        "entity_hints": list(hints.entities),
+        "time_from": hints.time_from,
+        "time_to": hints.time_to,
+        "keyword_hints": [k.lower() for k in hints.keywords],
+        "handle_hints": list(hints.handles),
+        "roles": list(hints.roles) if hints.roles is not None else None,
+    }
+
+
+def run_stage_one(conn: psycopg.Connection[Any], arguments: dict[str, Any]) -> Pool:
+    """Execute stage one (exactly one statement) and build the pool from its rows."""
+    with database_errors("pack"):
+        rows = conn.execute(query("stage_one"), arguments).fetchall()
+    return pool_from_rows(rows)
+
+
+def pool_from_rows(rows: list[tuple[Any, ...]]) -> Pool:
+    """A :class:`Pool` whose aggregates are the SQL window functions' values."""
+    if not rows:
+        return Pool((), 0, 0.0, 0.0, 0.0, ())
+    candidates: list[Candidate] = []
+    families: dict[str, FamilyAggregate] = {}
+    for row in rows:
+        (note_id, external_id, document_id, span_start, span_end, text, context, family, role,
+         confidence, source_ts, dense, lexical, facet, link, base, _size, _mean, _variance,
+         _entropy, family_count, family_sum, family_confidence) = row
+        candidates.append(
+            Candidate(
+                note_id=str(note_id), external_id=external_id, document_id=document_id,
+                span_start=span_start, span_end=span_end, text=text, context=context,
+                family=family, role=role, confidence=float(confidence), source_ts=source_ts,
+                dense_score=float(dense), lexical_score=float(lexical), facet_boost=float(facet),
+                link_boost=float(link), base_score=float(base),
+            )
+        )
+        families[family] = FamilyAggregate(family, int(family_count), float(family_sum), float(family_confidence))
+    first = rows[0]
+    return Pool(
+        candidates=tuple(candidates),
+        size=int(first[16]),
+        mean=float(first[17]),
+        # var_pop can come back a hair below zero from floating-point cancellation.
+        variance=max(float(first[18]), 0.0),
+        entropy=float(first[19]),
+        families=tuple(families[name] for name in sorted(families)),
+    )

@@ -1,0 +1,81 @@
+-- Named statements pgmem runs, loaded once by pgmem.db.queries. Each block starts
+-- with a "-- name: NAME --" line; parameters are psycopg placeholders (%(name)s),
+-- never string concatenation.
+
+-- name: register_namespace --
+SELECT pgmem.register_namespace_v1(%(namespace)s, %(model)s, %(dimension)s) AS model_id;
+
+-- name: create_staging --
+DROP TABLE IF EXISTS pg_temp.pgmem_staging;
+CREATE TEMPORARY TABLE pgmem_staging (
+    namespace text NOT NULL,
+    note_id uuid NOT NULL,
+    external_id text,
+    document_id text NOT NULL,
+    span_start integer NOT NULL,
+    span_end integer NOT NULL,
+    text text NOT NULL,
+    context text NOT NULL,
+    family text NOT NULL,
+    role text NOT NULL,
+    confidence real NOT NULL,
+    source_ts timestamptz,
+    model_id integer NOT NULL,
+    embedding vector NOT NULL,
+    entities jsonb NOT NULL,
+    time_tags jsonb NOT NULL,
+    keywords text[] NOT NULL,
+    handles text[] NOT NULL,
+    links uuid[] NOT NULL,
+    metadata jsonb NOT NULL
+) ON COMMIT DROP;
+
+-- name: copy_staging --
+COPY pgmem_staging (namespace, note_id, external_id, document_id, span_start, span_end, text,
+                    context, family, role, confidence, source_ts, model_id, embedding, entities,
+                    time_tags, keywords, handles, links, metadata)
+FROM STDIN;
+
+-- name: insert_from_staging --
+-- ON CONFLICT DO NOTHING makes re-ingest a no-op and concurrent writers of the same
+-- spans safe; sorted so concurrent batches take index locks in one order.
+INSERT INTO pgmem.notes (namespace, note_id, external_id, document_id, span_start, span_end,
+                         text, context, family, role, confidence, source_ts, model_id, embedding,
+                         entities, time_tags, keywords, handles, links, metadata)
+SELECT namespace, note_id, external_id, document_id, span_start, span_end, text, context,
+       family, role, confidence, source_ts, model_id, embedding, entities, time_tags, keywords,
+       handles, links, metadata
+FROM pgmem_staging
+ORDER BY namespace, note_id
+ON CONFLICT (namespace, note_id) DO NOTHING;
+
+-- name: drop_staging --
+DROP TABLE pg_temp.pgmem_staging;
+
+-- name: document_neighbours --
+-- Existing notes of the batch's documents, for previous/next local links.
+SELECT document_id, span_start, note_id
+FROM pgmem.notes
+WHERE namespace = %(namespace)s AND document_id = ANY (%(document_ids)s);
+
+-- name: stage_one --
+SELECT * FROM pgmem.stage_one_v1(
+    %(namespace)s, %(model)s, %(query_embedding)s::vector, %(query)s,
+    k_dense => %(k_dense)s, k_lex => %(k_lex)s, ef_search => %(ef_search)s,
+    lex_max_terms => %(lex_max_terms)s, lex_max_postings => %(lex_max_postings)s,
+    bm25_k1 => %(bm25_k1)s, bm25_b => %(bm25_b)s,
+    dense_weight => %(dense_weight)s, lexical_weight => %(lexical_weight)s,
+    entity_hints => %(entity_hints)s::text[], entity_boost => %(entity_boost)s,
+    time_from => %(time_from)s::timestamptz, time_to => %(time_to)s::timestamptz,
+    time_boost => %(time_boost)s,
+    keyword_hints => %(keyword_hints)s::text[], keyword_boost => %(keyword_boost)s,
+    handle_hints => %(handle_hints)s::text[], handle_boost => %(handle_boost)s,
+    link_weight => %(link_weight)s, roles => %(roles)s::text[]);
+
+-- name: log_pack --
+SELECT pgmem.log_pack_v1(%(pack)s::jsonb) AS pack_id;
+
+-- name: namespace_model --
+SELECT m.name, m.dimension
+FROM pgmem.namespaces AS n JOIN pgmem.embedding_models AS m USING (model_id)
+WHERE n.namespace = %(namespace)s;

@@ -1,0 +1,553 @@
+-- pgmem: the current schema, in full.
+--
+-- A database built from this file must equal one built by replaying the migration
+-- chain in sql/migrations/ (tests/test_migrations.py checks it with pg_dump). Change
+-- this file and add a migration together; never edit a migration that has shipped.
+
+CREATE EXTENSION IF NOT EXISTS vector;
+
+CREATE SCHEMA IF NOT EXISTS pgmem;
+
+-- The embedding models notes were written with. A namespace is bound to one model;
+-- packing with another model or dimension is refused (SQLSTATE PM002).
+CREATE TABLE pgmem.embedding_models (
+    model_id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name text NOT NULL CHECK (name <> ''),
+    dimension integer NOT NULL CHECK (dimension BETWEEN 1 AND 4000),
+    -- pgvector's HNSW indexes vector up to 2,000 dimensions and halfvec up to 4,000.
+    index_type text NOT NULL GENERATED ALWAYS AS (
+        CASE WHEN dimension <= 2000 THEN 'vector' ELSE 'halfvec' END
+    ) STORED,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (name, dimension)
+);
+
+-- One row per namespace (an isolated memory: one agent, user or tenant), with the
+-- running statistics BM25 needs (note count and summed lexeme count).
+CREATE TABLE pgmem.namespaces (
+    namespace text PRIMARY KEY CHECK (namespace ~ '^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$'),
+    model_id integer NOT NULL REFERENCES pgmem.embedding_models (model_id),
+    note_count bigint NOT NULL DEFAULT 0,
+    lexeme_total bigint NOT NULL DEFAULT 0,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Document frequency of every lexeme per namespace: lets stage one screen lexical
+-- candidates with the rarest query terms only, so its cost stays bounded as N grows.
+CREATE TABLE pgmem.lexeme_stats (
+    namespace text NOT NULL REFERENCES pgmem.namespaces (namespace),
+    lexeme text NOT NULL,
+    document_frequency bigint NOT NULL CHECK (document_frequency >= 0),
+    PRIMARY KEY (namespace, lexeme)
+);
+
+-- Total count of lexeme occurrences in a tsvector (its length in tokens, for BM25).
+CREATE FUNCTION pgmem.tsvector_token_count(value tsvector) RETURNS integer
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    RETURN (SELECT coalesce(sum(coalesce(cardinality(u.positions), 1)), 0)::integer
+            FROM unnest(value) AS u);
+
+-- The lexical text of a note: its context descriptor, then its span text.
+CREATE FUNCTION pgmem.note_lexemes(context text, body text) RETURNS tsvector
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN to_tsvector('english'::regconfig, coalesce(context, '') || ' ' || coalesce(body, ''));
+
+-- Immutable atomic notes. Every unique key starts with the namespace, so the table
+-- can later be distributed by namespace.
+CREATE TABLE pgmem.notes (
+    namespace text NOT NULL REFERENCES pgmem.namespaces (namespace),
+    note_id uuid NOT NULL,
+    external_id text,
+    document_id text NOT NULL CHECK (document_id <> ''),
+    span_start integer NOT NULL CHECK (span_start >= 0),
+    span_end integer NOT NULL,
+    text text NOT NULL CHECK (text <> ''),
+    context text NOT NULL DEFAULT '',
+    family text NOT NULL CHECK (family <> ''),
+    role text NOT NULL CHECK (role IN ('fact', 'event', 'definition', 'procedure', 'claim',
+                                        'dialogue', 'summary', 'other')),
+    confidence real NOT NULL CHECK (confidence BETWEEN 0 AND 1),
+    source_ts timestamptz,
+    model_id integer NOT NULL REFERENCES pgmem.embedding_models (model_id),
+    embedding vector NOT NULL,
+    entities jsonb NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(entities) = 'array'),
+    time_tags jsonb NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(time_tags) = 'array'),
+    keywords text[] NOT NULL DEFAULT '{}',
+    handles text[] NOT NULL DEFAULT '{}',
+    links uuid[] NOT NULL DEFAULT '{}',
+    metadata jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(metadata) = 'object'),
+    created_at timestamptz NOT NULL DEFAULT now(),
+    lexemes tsvector GENERATED ALWAYS AS (pgmem.note_lexemes(context, text)) STORED,
+    lexeme_count integer GENERATED ALWAYS AS (
+        pgmem.tsvector_token_count(pgmem.note_lexemes(context, text))
+    ) STORED,
+    PRIMARY KEY (namespace, note_id),
+    CHECK (span_end > span_start)
+);
+
+CREATE INDEX notes_lexemes_gin ON pgmem.notes USING gin (lexemes);
+CREATE INDEX notes_document ON pgmem.notes (namespace, document_id, span_start);
+CREATE INDEX notes_external_id ON pgmem.notes (namespace, external_id)
+    WHERE external_id IS NOT NULL;
+-- HNSW indexes are per embedding model (partial, on a dimension-typed expression);
+-- pgmem.register_namespace_v1 creates them when a model is first used.
+
+-- Notes are immutable: the database itself refuses UPDATE, DELETE and TRUNCATE.
+CREATE FUNCTION pgmem.reject_note_change_v1() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'pgmem notes are immutable: % on pgmem.notes is not allowed', TG_OP
+        USING ERRCODE = 'PM001',
+              HINT = 'Write a new note instead; removal is an audited administrative operation.';
+END;
+$$;
+
+CREATE TRIGGER notes_immutable_rows BEFORE UPDATE OR DELETE ON pgmem.notes
+    FOR EACH ROW EXECUTE FUNCTION pgmem.reject_note_change_v1();
+CREATE TRIGGER notes_immutable_truncate BEFORE TRUNCATE ON pgmem.notes
+    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.reject_note_change_v1();
+
+-- Keep the BM25 statistics in step with the notes actually inserted (the transition
+-- table holds only rows that were written, not those skipped by ON CONFLICT).
+CREATE FUNCTION pgmem.count_new_notes_v1() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+BEGIN
+    -- Sorted, so concurrent writers lock statistics rows in one order (no deadlock).
+    INSERT INTO pgmem.lexeme_stats AS s (namespace, lexeme, document_frequency)
+    SELECT n.namespace, u.lexeme, count(*)
+    FROM new_notes AS n, unnest(n.lexemes) AS u
+    GROUP BY n.namespace, u.lexeme
+    ORDER BY n.namespace, u.lexeme
+    ON CONFLICT (namespace, lexeme)
+        DO UPDATE SET document_frequency = s.document_frequency + excluded.document_frequency;
+
+    UPDATE pgmem.namespaces AS s
+    SET note_count = s.note_count + d.notes, lexeme_total = s.lexeme_total + d.lexemes
+    FROM (SELECT namespace, count(*) AS notes, sum(lexeme_count) AS lexemes
+          FROM new_notes GROUP BY namespace) AS d
+    WHERE s.namespace = d.namespace;
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER notes_count_new AFTER INSERT ON pgmem.notes
+    REFERENCING NEW TABLE AS new_notes
+    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.count_new_notes_v1();
+
+-- Bind a namespace to an embedding model, registering the model (and its HNSW index)
+-- on first use. Returns the model id. Raises PM002 if the namespace already uses
+-- another model or dimension.
+CREATE FUNCTION pgmem.register_namespace_v1(p_namespace text, p_model text, p_dimension integer)
+    RETURNS integer
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_model_id integer;
+    v_bound record;
+BEGIN
+    SELECT m.model_id, m.name, m.dimension INTO v_bound
+    FROM pgmem.namespaces AS n JOIN pgmem.embedding_models AS m USING (model_id)
+    WHERE n.namespace = p_namespace;
+    IF FOUND THEN
+        IF v_bound.name <> p_model OR v_bound.dimension <> p_dimension THEN
+            RAISE EXCEPTION 'namespace % was written with embedding model % (% dimensions), not % (% dimensions)',
+                p_namespace, v_bound.name, v_bound.dimension, p_model, p_dimension
+                USING ERRCODE = 'PM002';
+        END IF;
+        RETURN v_bound.model_id;
+    END IF;
+
+    INSERT INTO pgmem.embedding_models (name, dimension) VALUES (p_model, p_dimension)
+    ON CONFLICT (name, dimension) DO NOTHING;
+    SELECT model_id INTO STRICT v_model_id
+    FROM pgmem.embedding_models WHERE name = p_model AND dimension = p_dimension;
+
+    -- Two sessions registering the same new model must not race on CREATE INDEX.
+    PERFORM pg_advisory_xact_lock(hashtext('pgmem.embedding_model'), v_model_id);
+    EXECUTE format(
+        'CREATE INDEX IF NOT EXISTS %I ON pgmem.notes USING hnsw ((embedding::%s(%s)) %s) WHERE model_id = %s',
+        'notes_embedding_hnsw_m' || v_model_id,
+        CASE WHEN p_dimension <= 2000 THEN 'vector' ELSE 'halfvec' END,
+        p_dimension,
+        CASE WHEN p_dimension <= 2000 THEN 'vector_cosine_ops' ELSE 'halfvec_cosine_ops' END,
+        v_model_id);
+
+    INSERT INTO pgmem.namespaces (namespace, model_id) VALUES (p_namespace, v_model_id)
+    ON CONFLICT (namespace) DO NOTHING;
+    -- A concurrent session may have bound the namespace first: check what won.
+    RETURN pgmem.register_namespace_v1(p_namespace, p_model, p_dimension);
+END;
+$$;
+
+-- Stage one of the read path (DESIGN §3.1) as one statement: dense top-k through the
+-- model's HNSW index, lexical top-k by BM25 over the rarest query terms, their union
+-- scored (weighted cosine + weighted normalised BM25 + bounded facet and link boosts),
+-- and the pool aggregates by window functions. Rows come best base score first.
+--
+--   SELECT * FROM pgmem.stage_one_v1('default', 'all-MiniLM-L6-v2-onnx-int8',
+--                                    '[0.01, ...]', 'Who founded the company?', k_dense => 30);
+CREATE FUNCTION pgmem.stage_one_v1(
+    p_namespace text,
+    p_model text,
+    p_query_embedding vector,
+    p_query text,
+    k_dense integer DEFAULT 50,
+    k_lex integer DEFAULT 50,
+    ef_search integer DEFAULT 100,
+    lex_max_terms integer DEFAULT 8,
+    lex_max_postings bigint DEFAULT 20000,
+    bm25_k1 double precision DEFAULT 1.2,
+    bm25_b double precision DEFAULT 0.75,
+    dense_weight double precision DEFAULT 0.7,
+    lexical_weight double precision DEFAULT 0.3,
+    entity_hints text[] DEFAULT '{}',
+    entity_boost double precision DEFAULT 0.05,
+    time_from timestamptz DEFAULT NULL,
+    time_to timestamptz DEFAULT NULL,
+    time_boost double precision DEFAULT 0.05,
+    keyword_hints text[] DEFAULT '{}',
+    keyword_boost double precision DEFAULT 0.05,
+    handle_hints text[] DEFAULT '{}',
+    handle_boost double precision DEFAULT 0.05,
+    link_weight double precision DEFAULT 0.3,
+    roles text[] DEFAULT NULL
+)
+    RETURNS TABLE (
+        note_id uuid,
+        external_id text,
+        document_id text,
+        span_start integer,
+        span_end integer,
+        text text,
+        context text,
+        family text,
+        role text,
+        confidence double precision,
+        source_ts timestamptz,
+        dense_score double precision,
+        lexical_score double precision,
+        facet_boost double precision,
+        link_boost double precision,
+        base_score double precision,
+        pool_size integer,
+        pool_mean double precision,
+        pool_variance double precision,
+        pool_entropy double precision,
+        family_count integer,
+        family_score_sum double precision,
+        family_mean_confidence double precision
+    )
+    LANGUAGE plpgsql STABLE
+    -- Filtering by namespace (and role) needs pgvector's iterative scan to fill k.
+    SET hnsw.iterative_scan = 'relaxed_order'
+    SET hnsw.ef_search = 100
+    AS $function$
+DECLARE
+    v_model record;
+    v_vector_type text;
+BEGIN
+    IF k_dense < 1 OR k_lex < 0 THEN
+        RAISE EXCEPTION 'stage_one_v1: k_dense must be >= 1 and k_lex >= 0, got % and %', k_dense, k_lex
+            USING ERRCODE = '22023';
+    END IF;
+
+    SELECT n.model_id, m.name, m.dimension, m.index_type, n.note_count, n.lexeme_total
+    INTO v_model
+    FROM pgmem.namespaces AS n JOIN pgmem.embedding_models AS m USING (model_id)
+    WHERE n.namespace = p_namespace;
+    IF NOT FOUND THEN
+        RETURN;  -- an unknown namespace holds no notes: an empty pool, not an error
+    END IF;
+    IF v_model.name <> p_model OR v_model.dimension <> vector_dims(p_query_embedding) THEN
+        RAISE EXCEPTION 'namespace % was written with embedding model % (% dimensions), not % (% dimensions)',
+            p_namespace, v_model.name, v_model.dimension, p_model, vector_dims(p_query_embedding)
+            USING ERRCODE = 'PM002';
+    END IF;
+
+    -- ef_search must be at least k for HNSW to return k rows; local to this call.
+    PERFORM set_config('hnsw.ef_search', greatest(ef_search, k_dense)::text, true);
+    v_vector_type := format('%s(%s)', v_model.index_type, v_model.dimension);
+
+    RETURN QUERY EXECUTE format($query$
+    WITH
+    query_terms AS (
+        SELECT s.lexeme,
+               s.document_frequency AS df,
+               ln(1 + ($5::float8 - s.document_frequency + 0.5) / (s.document_frequency + 0.5)) AS idf
+        FROM (SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', $4)) AS u) AS q
+        JOIN pgmem.lexeme_stats AS s ON s.namespace = $1 AND s.lexeme = q.lexeme
+        WHERE s.document_frequency > 0
+    ),
+    -- Rarest terms first, while their summed postings stay within the budget.
+    screening_terms AS (
+        SELECT t.lexeme
+        FROM (SELECT lexeme,
+                     row_number() OVER (ORDER BY df, lexeme) AS position,
+                     sum(df) OVER (ORDER BY df, lexeme) AS postings
+              FROM query_terms) AS t
+        WHERE t.position <= $9 AND t.postings <= $10
+    ),
+    screening_query AS (
+        SELECT string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''', ' | ')::tsquery AS tsq
+        FROM screening_terms
+    ),
+    lexical AS (
+        SELECT n.note_id
+        FROM screening_query AS sq
+        JOIN pgmem.notes AS n ON n.lexemes @@ sq.tsq
+        CROSS JOIN LATERAL (
+            SELECT sum(qt.idf * (coalesce(cardinality(u.positions), 1) * ($11 + 1))
+                       / (coalesce(cardinality(u.positions), 1)
+                          + $11 * (1 - $12 + $12 * n.lexeme_count / greatest($6::float8 / greatest($5, 1), 1))))
+                   AS bm25
+            FROM unnest(n.lexemes) AS u JOIN query_terms AS qt ON qt.lexeme = u.lexeme
+        ) AS score
+        WHERE $8 > 0 AND n.namespace = $1 AND n.model_id = %1$s
+          AND ($24::text[] IS NULL OR n.role = ANY ($24))
+        ORDER BY score.bm25 DESC, n.note_id
+        LIMIT $8
+    ),
+    dense AS MATERIALIZED (
+        SELECT n.note_id
+        FROM pgmem.notes AS n
+        WHERE n.namespace = $1 AND n.model_id = %1$s
+          AND ($24::text[] IS NULL OR n.role = ANY ($24))
+        ORDER BY n.embedding::%2$s <=> $3::%2$s
+        LIMIT $7
+    ),
+    candidates AS (
+        SELECT d.note_id FROM dense AS d
+        UNION
+        SELECT l.note_id FROM lexical AS l
+    ),
+    scored AS (
+        SELECT n.*,
+               1 - (n.embedding::%2$s <=> $3::%2$s) AS cosine,
+               coalesce(bm.bm25, 0) AS bm25
+        FROM candidates AS c
+        JOIN pgmem.notes AS n ON n.namespace = $1 AND n.note_id = c.note_id
+        CROSS JOIN LATERAL (
+            SELECT sum(qt.idf * (coalesce(cardinality(u.positions), 1) * ($11 + 1))
+                       / (coalesce(cardinality(u.positions), 1)
+                          + $11 * (1 - $12 + $12 * n.lexeme_count / greatest($6::float8 / greatest($5, 1), 1))))
+                   AS bm25
+            FROM unnest(n.lexemes) AS u JOIN query_terms AS qt ON qt.lexeme = u.lexeme
+        ) AS bm
+    ),
+    relevance AS (
+        SELECT s.*,
+               coalesce(s.bm25 / nullif(max(s.bm25) OVER (), 0), 0) AS lexical,
+               $13 * s.cosine + $14 * coalesce(s.bm25 / nullif(max(s.bm25) OVER (), 0), 0) AS relevance
+        FROM scored AS s
+    ),
+    boosted AS (
+        SELECT r.*,
+               -- entity hints: share of hints matched, each weighted by the tag's confidence
+               $16 * coalesce((
+                   SELECT sum(best) / nullif(cardinality($15), 0)
+                   FROM (SELECT max((e.value ->> 'confidence')::float8) AS best
+                         FROM jsonb_array_elements(r.entities) AS e
+                         WHERE lower(e.value ->> 'text') = ANY ($15)
+                         GROUP BY lower(e.value ->> 'text')) AS matched
+               ), 0)
+               -- time hint: the best-confidence time tag overlapping it, else the source time
+             + $19 * CASE
+                   WHEN $17::timestamptz IS NULL AND $18::timestamptz IS NULL THEN 0
+                   ELSE coalesce((
+                       SELECT max((t.value ->> 'confidence')::float8)
+                       FROM jsonb_array_elements(r.time_tags) AS t
+                       WHERE (t.value ->> 'end')::timestamptz >= coalesce($17, '-infinity')
+                         AND (t.value ->> 'start')::timestamptz < coalesce($18, 'infinity')
+                   ), CASE WHEN r.source_ts >= coalesce($17, '-infinity')
+                            AND r.source_ts < coalesce($18, 'infinity') THEN 0.5 ELSE 0 END)
+               END
+             + $21 * coalesce((SELECT count(*)::float8 / nullif(cardinality($20), 0)
+                               FROM unnest($20) AS k WHERE k = ANY (r.keywords)), 0)
+             + $23 * coalesce((SELECT count(*)::float8 / nullif(cardinality($22), 0)
+                               FROM unnest($22) AS h WHERE h = ANY (r.handles)), 0)
+               AS facet_boost
+        FROM relevance AS r
+    ),
+    linked AS (
+        SELECT b.note_id, coalesce(max(o.relevance), 0) AS best_link
+        FROM boosted AS b
+        -- links are written one way (notes are immutable), so follow them both ways
+        LEFT JOIN boosted AS o ON o.note_id = ANY (b.links) OR b.note_id = ANY (o.links)
+        GROUP BY b.note_id
+    ),
+    based AS (
+        SELECT b.*, $25 * l.best_link AS link_boost,
+               b.relevance + b.facet_boost + $25 * l.best_link AS base_score
+        FROM boosted AS b JOIN linked AS l USING (note_id)
+    ),
+    aggregated AS (
+        SELECT b.*,
+               count(*) OVER () AS pool_size,
+               avg(b.base_score) OVER () AS pool_mean,
+               var_pop(b.base_score) OVER () AS pool_variance,
+               count(*) OVER (PARTITION BY b.family) AS family_count,
+               sum(b.base_score) OVER (PARTITION BY b.family) AS family_score_sum,
+               avg(b.confidence::float8) OVER (PARTITION BY b.family) AS family_mean_confidence
+        FROM based AS b
+    )
+    SELECT a.note_id, a.external_id, a.document_id, a.span_start, a.span_end, a.text,
+           a.context, a.family, a.role, a.confidence::float8, a.source_ts,
+           a.cosine, a.lexical, a.facet_boost, a.link_boost, a.base_score,
+           a.pool_size::integer, a.pool_mean, a.pool_variance,
+           -- H = -avg over rows of ln(m_f / N) = -sum_f (m_f / N) ln(m_f / N)
+           greatest(-avg(ln(a.family_count::float8 / a.pool_size)) OVER (), 0),
+           a.family_count::integer, a.family_score_sum, a.family_mean_confidence
+    FROM aggregated AS a
+    ORDER BY a.base_score DESC, a.note_id
+    $query$, v_model.model_id, v_vector_type)
+    USING p_namespace, p_model, p_query_embedding, p_query,
+          v_model.note_count, v_model.lexeme_total, k_dense, k_lex, lex_max_terms,
+          lex_max_postings, bm25_k1, bm25_b, dense_weight, lexical_weight,
+          (SELECT coalesce(array_agg(DISTINCT lower(h)), '{}') FROM unnest(entity_hints) AS h),
+          entity_boost, time_from, time_to, time_boost,
+          keyword_hints, keyword_boost, handle_hints, handle_boost, roles, link_weight;
+END;
+$function$;
+
+-- Logged packs (pgmem.pack(..., log=True)): one row per pack, one per pool family.
+CREATE TABLE pgmem.pack_log (
+    namespace text NOT NULL,
+    pack_id uuid NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    query text NOT NULL,
+    mode text NOT NULL,
+    embedding_model text NOT NULL,
+    degraded boolean NOT NULL,
+    degraded_reasons text[] NOT NULL,
+    pool_size integer NOT NULL,
+    pool_mean double precision NOT NULL,
+    pool_variance double precision NOT NULL,
+    entropy double precision NOT NULL,
+    note_ids uuid[] NOT NULL,
+    parameters jsonb NOT NULL,
+    hints jsonb NOT NULL,
+    rejections jsonb NOT NULL,
+    timings_ms jsonb NOT NULL,
+    PRIMARY KEY (namespace, pack_id)
+);
+CREATE INDEX pack_log_created ON pgmem.pack_log (namespace, created_at);
+
+CREATE TABLE pgmem.pack_log_families (
+    namespace text NOT NULL,
+    pack_id uuid NOT NULL,
+    family text NOT NULL,
+    count integer NOT NULL,
+    score_sum double precision NOT NULL,
+    mean_confidence double precision NOT NULL,
+    expected_sum double precision NOT NULL,
+    expected_variance double precision NOT NULL,
+    z double precision NOT NULL,
+    shrunk_z double precision NOT NULL,
+    corroboration double precision NOT NULL,
+    reliability double precision NOT NULL,
+    uncertainty double precision NOT NULL,
+    regularizer double precision NOT NULL,
+    variance_floor_dominated boolean NOT NULL,
+    PRIMARY KEY (namespace, pack_id, family),
+    FOREIGN KEY (namespace, pack_id) REFERENCES pgmem.pack_log (namespace, pack_id)
+);
+
+-- Persist one pack and its family diagnostics from a JSON document (one statement).
+CREATE FUNCTION pgmem.log_pack_v1(p_pack jsonb) RETURNS uuid
+    LANGUAGE sql AS $$
+    WITH pack AS (
+        INSERT INTO pgmem.pack_log (namespace, pack_id, query, mode, embedding_model, degraded,
+                                    degraded_reasons, pool_size, pool_mean, pool_variance, entropy,
+                                    note_ids, parameters, hints, rejections, timings_ms)
+        SELECT p_pack ->> 'namespace', (p_pack ->> 'pack_id')::uuid, p_pack ->> 'query',
+               p_pack ->> 'mode', p_pack ->> 'embedding_model', (p_pack ->> 'degraded')::boolean,
+               ARRAY(SELECT jsonb_array_elements_text(p_pack -> 'degraded_reasons')),
+               (p_pack ->> 'pool_size')::integer, (p_pack ->> 'pool_mean')::float8,
+               (p_pack ->> 'pool_variance')::float8, (p_pack ->> 'entropy')::float8,
+               ARRAY(SELECT jsonb_array_elements_text(p_pack -> 'note_ids'))::uuid[],
+               p_pack -> 'parameters', p_pack -> 'hints', p_pack -> 'rejections',
+               p_pack -> 'timings_ms'
+        RETURNING namespace, pack_id
+    ), families AS (
+        INSERT INTO pgmem.pack_log_families
+        SELECT pack.namespace, pack.pack_id, f.*
+        FROM pack, jsonb_to_recordset(p_pack -> 'families') AS f (
+            family text, count integer, score_sum float8, mean_confidence float8,
+            expected_sum float8, expected_variance float8, z float8, shrunk_z float8,
+            corroboration float8, reliability float8, uncertainty float8, regularizer float8,
+            variance_floor_dominated boolean)
+    )
+    SELECT pack_id FROM pack;
+$$;
+
+-- How often calibration switched itself off, by reason ('any' counts degraded packs).
+CREATE VIEW pgmem.pack_degraded_rate_v1 AS
+WITH totals AS (
+    SELECT namespace, mode, count(*) AS packs FROM pgmem.pack_log GROUP BY namespace, mode
+), reasons AS (
+    SELECT namespace, mode, 'any' AS reason, count(*) FILTER (WHERE degraded) AS degraded_packs
+    FROM pgmem.pack_log GROUP BY namespace, mode
+    UNION ALL
+    SELECT l.namespace, l.mode, r.reason, count(*)
+    FROM pgmem.pack_log AS l, unnest(l.degraded_reasons) AS r (reason)
+    GROUP BY l.namespace, l.mode, r.reason
+)
+SELECT t.namespace, t.mode, r.reason, t.packs, r.degraded_packs,
+       r.degraded_packs::float8 / t.packs AS rate
+FROM totals AS t JOIN reasons AS r USING (namespace, mode);
+
+-- How often the variance floor dominated a family's expected variance.
+CREATE VIEW pgmem.pack_variance_floor_rate_v1 AS
+SELECT f.namespace, l.mode,
+       count(DISTINCT f.pack_id) AS packs,
+       count(*) AS family_rows,
+       count(*) FILTER (WHERE f.variance_floor_dominated) AS floor_dominated_rows,
+       avg(f.variance_floor_dominated::integer::float8) AS floor_dominated_rate,
+       count(DISTINCT f.pack_id) FILTER (WHERE f.variance_floor_dominated)::float8
+           / count(DISTINCT f.pack_id) AS packs_with_floor_rate
+FROM pgmem.pack_log_families AS f
+JOIN pgmem.pack_log AS l USING (namespace, pack_id)
+GROUP BY f.namespace, l.mode;
+
+-- The distribution of family-label entropy (nats) over logged pools.
+CREATE VIEW pgmem.pack_entropy_distribution_v1 AS
+SELECT namespace, mode, count(*) AS packs,
+       min(entropy) AS min,
+       percentile_cont(0.10) WITHIN GROUP (ORDER BY entropy) AS p10,
+       percentile_cont(0.25) WITHIN GROUP (ORDER BY entropy) AS p25,
+       percentile_cont(0.50) WITHIN GROUP (ORDER BY entropy) AS median,
+       percentile_cont(0.75) WITHIN GROUP (ORDER BY entropy) AS p75,
+       percentile_cont(0.90) WITHIN GROUP (ORDER BY entropy) AS p90,
+       max(entropy) AS max,
+       avg(entropy) AS mean
+FROM pgmem.pack_log
+GROUP BY namespace, mode;
+
+-- Per-family regulariser statistics over the logged pools a family appeared in.
+CREATE VIEW pgmem.family_regularizer_stats_v1 AS
+SELECT f.namespace, l.mode, f.family,
+       count(*) AS pools,
+       avg(f.count) AS mean_pool_count,
+       avg(f.z) AS mean_z,
+       avg(f.reliability) AS mean_reliability,
+       avg(f.uncertainty) AS mean_uncertainty,
+       avg(f.regularizer) AS mean_regularizer,
+       min(f.regularizer) AS min_regularizer,
+       max(f.regularizer) AS max_regularizer,
+       avg((f.regularizer > 0)::integer::float8) AS positive_rate,
+       avg((f.regularizer < 0)::integer::float8) AS negative_rate,
+       avg(l.degraded::integer::float8) AS degraded_rate
+FROM pgmem.pack_log_families AS f
+JOIN pgmem.pack_log AS l USING (namespace, pack_id)
+GROUP BY f.namespace, l.mode, f.family;
+
+-- The store's provenance families.
+CREATE VIEW pgmem.store_families_v1 AS
+SELECT namespace, family,
+       count(*) AS notes,
+       count(DISTINCT document_id) AS documents,
+       avg(confidence::float8) AS mean_confidence,
+       min(source_ts) AS first_source_ts,
+       max(source_ts) AS last_source_ts,
+       max(created_at) AS last_written_at
+FROM pgmem.notes
+GROUP BY namespace, family;
