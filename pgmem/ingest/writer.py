@@ -124,19 +124,23 @@ def ingest(
             progress(len(chunks[-1]))
     vectors = np.concatenate(chunks) if chunks else vectors
 
-    with database_errors("ingest"), conn.transaction():
-        model_row = conn.execute(
-            query("register_namespace"),
-            {"namespace": namespace, "model": embedder.name, "dimension": embedder.dimension},
-        ).fetchone()
-        if model_row is None:
-            raise SchemaError("pgmem.register_namespace_v1 returned no model id")
-        model_id = int(model_row[0])
+    with database_errors("ingest"):
+        # A read first: on a non-autocommit connection it opens the caller's transaction,
+        # so the block below becomes a savepoint inside it and the commit stays theirs.
+        # On an autocommit connection the block is the batch's own transaction.
         links = _local_links(conn, namespace, valid)
-        conn.execute(query("create_staging"))
-        with conn.cursor().copy(query("copy_staging")) as copy:
-            for item, facet, vector in zip(valid, facets, vectors, strict=True):
-                copy.write_row(_row(namespace, model_id, item, facet, vector, links[item.note_id]))
-        inserted = conn.execute(query("insert_from_staging")).rowcount
-        conn.execute(query("drop_staging"))
+        with conn.transaction():
+            model_row = conn.execute(
+                query("register_namespace"),
+                {"namespace": namespace, "model": embedder.name, "dimension": embedder.dimension},
+            ).fetchone()
+            if model_row is None:
+                raise SchemaError("pgmem.register_namespace_v1 returned no model id")
+            model_id = int(model_row[0])
+            conn.execute(query("create_staging"))
+            with conn.cursor().copy(query("copy_staging")) as copy:
+                for item, facet, vector in zip(valid, facets, vectors, strict=True):
+                    copy.write_row(_row(namespace, model_id, item, facet, vector, links[item.note_id]))
+            inserted = conn.execute(query("insert_from_staging")).rowcount
+            conn.execute(query("drop_staging"))
     return IngestResult(note_ids=tuple(v.note_id for v in checked), inserted=inserted, skipped=len(valid) - inserted)

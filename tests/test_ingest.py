@@ -1,0 +1,148 @@
+"""Write path: spans become immutable notes, atomically and idempotently."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from helpers import make_spans
+
+import pgmem
+from pgmem.embeddings import HashingEmbedder
+
+
+def _count(conn: psycopg.Connection[Any], table: str = "pgmem.notes") -> int:
+    row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()  # test-only, fixed names
+    assert row is not None
+    return int(row[0])
+
+
+def test_ingest_writes_notes_with_grounding_and_facets(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    spans = make_spans(
+        ["Ada Lovelace founded Acme Corp in Paris on 2023-05-08.", "See https://acme.example/about for ACME-1234."],
+        family="wiki", source_ts="2023-05-09T12:00:00+00:00", external_id=None,
+    )
+    result = pgmem.ingest(conn, spans, embedder=hashing)
+    assert result.inserted == 2 and result.skipped == 0
+    row = conn.execute(
+        "SELECT document_id, span_start, span_end, text, family, role, confidence, source_ts,"
+        " entities, time_tags, handles, links, vector_dims(embedding), lexeme_count"
+        " FROM pgmem.notes WHERE note_id = %s", (result.note_ids[0],)
+    ).fetchone()
+    assert row is not None
+    document_id, start, end, text, family, role, confidence, source_ts, entities, times, handles, links, dims, lexemes = row
+    assert (document_id, start, end, text, family) == ("doc", 0, len(spans[0].text.encode()), spans[0].text, "wiki")
+    assert role in pgmem.ROLES and 0 <= confidence <= 1
+    assert source_ts.isoformat() == "2023-05-09T12:00:00+00:00"
+    assert {"Ada Lovelace", "Acme Corp"} <= {e["text"] for e in entities}
+    assert times[0]["granularity"] == "day" and times[0]["start"].startswith("2023-05-08")
+    assert [str(x) for x in links] == [result.note_ids[1]]
+    assert dims == hashing.dimension and lexemes > 0
+    second = conn.execute("SELECT handles FROM pgmem.notes WHERE note_id = %s", (result.note_ids[1],)).fetchone()
+    assert second is not None and {"https://acme.example/about", "ACME-1234"} <= set(second[0])
+
+
+def test_reingest_is_a_noop_and_ids_are_deterministic(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    spans = make_spans(["one fact", "another fact"])
+    first = pgmem.ingest(conn, spans, embedder=hashing)
+    again = pgmem.ingest(conn, spans, embedder=hashing)
+    assert first.note_ids == again.note_ids
+    assert (again.inserted, again.skipped) == (0, 2)
+    assert _count(conn) == 2
+    stats = conn.execute("SELECT note_count FROM pgmem.namespaces WHERE namespace = 'default'").fetchone()
+    assert stats == (2,)
+
+
+def test_a_bad_span_fails_the_whole_batch_and_writes_nothing(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    spans = make_spans(["good one", "good two"])
+    bad = pgmem.Span(document_id="doc", text="wrong offsets", start=0, end=3, family="f", external_id="turn-7")
+    with pytest.raises(pgmem.InputError, match=r"span 2 \('turn-7'\): start/end must cover exactly"):
+        pgmem.ingest(conn, [*spans, bad], embedder=hashing)
+    assert _count(conn) == 0
+    assert _count(conn, "pgmem.namespaces") == 0
+
+
+def test_same_id_with_different_content_is_refused(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    a = pgmem.Span(document_id="d", text="same text", start=0, end=9, family="one")
+    b = pgmem.Span(document_id="d", text="same text", start=0, end=9, family="two")
+    with pytest.raises(pgmem.InputError, match="same note id as span 0"):
+        pgmem.ingest(conn, [a, b], embedder=hashing)
+    assert pgmem.ingest(conn, [a, a], embedder=hashing).inserted == 1
+
+
+def test_a_database_failure_mid_batch_rolls_everything_back(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    pgmem.ingest(conn, make_spans(["existing note"]), embedder=hashing)
+    conn.execute("ALTER TABLE pgmem.notes ADD CONSTRAINT no_boom CHECK (text <> 'boom')")
+    with pytest.raises(pgmem.DatabaseError, match="no_boom"):
+        pgmem.ingest(conn, make_spans(["fine", "boom"], document_id="other"), embedder=hashing)
+    assert _count(conn) == 1
+    stats = conn.execute("SELECT sum(document_frequency) FROM pgmem.lexeme_stats WHERE lexeme = 'fine'").fetchone()
+    assert stats == (None,)
+
+
+def test_notes_are_immutable_even_from_raw_sql(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    pgmem.ingest(conn, make_spans(["a fact that stays"]), embedder=hashing)
+    for statement in ("UPDATE pgmem.notes SET text = 'changed'", "DELETE FROM pgmem.notes", "TRUNCATE pgmem.notes CASCADE"):
+        with pytest.raises(psycopg.Error, match="immutable") as caught:
+            conn.execute(statement)
+        assert caught.value.sqlstate == "PM001"
+    assert _count(conn) == 1
+
+
+def test_ingest_inside_a_callers_transaction_is_not_committed(dsn: str, hashing: HashingEmbedder) -> None:
+    with psycopg.connect(dsn) as conn:
+        pgmem.ingest(conn, make_spans(["uncommitted"]), embedder=hashing)
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        conn.rollback()
+        assert _count(conn) == 0
+
+
+def test_links_reach_notes_written_by_earlier_batches(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    first, second, third = make_spans(["turn one", "turn two", "turn three"])
+    a = pgmem.ingest(conn, [first, third], embedder=hashing).note_ids
+    b = pgmem.ingest(conn, [second], embedder=hashing).note_ids
+    row = conn.execute("SELECT links FROM pgmem.notes WHERE note_id = %s", (b[0],)).fetchone()
+    assert row is not None and sorted(str(x) for x in row[0]) == sorted(a)
+
+
+def test_a_namespace_is_bound_to_one_embedding_model(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    pgmem.ingest(conn, make_spans(["written with 384 dimensions"]), embedder=hashing)
+    other = HashingEmbedder(dimension=64)
+    with pytest.raises(pgmem.EmbeddingMismatchError, match="written with embedding model hashing-v1-384"):
+        pgmem.ingest(conn, make_spans(["another"], document_id="x"), embedder=other)
+    with pytest.raises(pgmem.EmbeddingMismatchError, match="not hashing-v1-64"):
+        pgmem.pack(conn, "written", embedder=other)
+    pgmem.ingest(conn, make_spans(["fine elsewhere"]), embedder=other, namespace="small")
+    assert pgmem.pack(conn, "fine", embedder=other, namespace="small").items[0].text == "fine elsewhere"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"text": "   "}, "text must not be empty"),
+        ({"text": "nul\x00byte", "end": 8}, "NUL"),
+        ({"family": ""}, "family must not be empty"),
+        ({"start": -1}, "start must be >= 0"),
+        ({"end": 0}, "end must be greater than start"),
+        ({"role": "gossip"}, "role must be one of"),
+        ({"confidence": 1.5}, r"confidence must be a number in \[0, 1\]"),
+        ({"confidence": float("nan")}, "confidence must be a number"),
+        ({"source_ts": "yesterday-ish"}, "source_ts must be an ISO 8601 timestamp"),
+        ({"source_ts": "2023-05-08T10:00:00"}, "timezone-aware"),
+        ({"metadata": {"x": object()}}, "metadata must be JSON-serialisable"),
+    ],
+)
+def test_invalid_spans_name_the_field(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder, change: dict[str, Any], message: str
+) -> None:
+    fields: dict[str, Any] = {"document_id": "d", "text": "abcdefgh", "start": 0, "end": 8, "family": "f"}
+    fields.update(change)
+    with pytest.raises(pgmem.InputError, match=message):
+        pgmem.ingest(conn, [pgmem.Span(**fields)], embedder=hashing)
+    assert _count(conn) == 0
+
+
+def test_invalid_namespace_is_refused(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    with pytest.raises(pgmem.InputError, match="namespace must be"):
+        pgmem.ingest(conn, make_spans(["x"]), embedder=hashing, namespace="bad name; drop")

@@ -1,0 +1,79 @@
+"""The schema is reached the same way by schema.sql and by the migration chain."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+import pgmem
+from pgmem.db.migrate import current_revision, head_revision
+from pgmem.db.resources import sql_dir
+
+
+def _pg_dump(dsn: str) -> str:
+    from pgserver._commands import POSTGRES_BIN_PATH
+
+    binary = Path(POSTGRES_BIN_PATH) / "pg_dump"
+    dump = subprocess.run(
+        [str(binary), "--schema-only", "--no-owner", "--no-privileges", "--schema=pgmem",
+         "--exclude-table=pgmem.alembic_version", "--restrict-key=pgmem", dsn],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    return "\n".join(line for line in dump.splitlines() if not line.startswith("--"))
+
+
+def _replay_chain(dsn: str) -> None:
+    """Build the schema only through alembic revisions (never through schema.sql)."""
+    from alembic import command
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    from pgmem.db.migrate import _alembic_config
+
+    engine = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(dsn), poolclass=NullPool)
+    with engine.begin() as connection:
+        connection.exec_driver_sql("CREATE SCHEMA IF NOT EXISTS pgmem")
+        config = _alembic_config()
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+    engine.dispose()
+
+
+def test_migration_chain_equals_current_schema(server_dsn: str, fresh_database: str, dsn: str) -> None:
+    _replay_chain(fresh_database)
+    from_chain = _pg_dump(fresh_database)
+    from_schema = _pg_dump(dsn)  # the template was built from sql/schema.sql
+    assert "CREATE TABLE pgmem.notes" in from_schema
+    assert from_chain == from_schema
+
+
+def test_migrate_is_idempotent_and_stamps_head(fresh_database: str) -> None:
+    assert pgmem.migrate(fresh_database) == head_revision()
+    assert pgmem.migrate(fresh_database) == head_revision()
+    with psycopg.connect(fresh_database) as conn:
+        assert current_revision(conn) == head_revision()
+
+
+def test_migrate_leaves_the_callers_connection_alone(fresh_database: str) -> None:
+    with psycopg.connect(fresh_database) as conn:
+        conn.execute("CREATE TEMPORARY TABLE scratch (x int)")
+        pgmem.migrate(conn)
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        conn.execute("SELECT * FROM scratch")
+        assert current_revision(conn) == head_revision()
+
+
+def test_foreign_pgmem_schema_is_refused(fresh_database: str) -> None:
+    with psycopg.connect(fresh_database, autocommit=True) as conn:
+        conn.execute((sql_dir() / "schema.sql").read_text())
+    with pytest.raises(pgmem.SchemaError, match="no migration record"):
+        pgmem.migrate(fresh_database)
+
+
+def test_unmigrated_database_gives_a_schema_error(fresh_database: str, hashing: Any) -> None:
+    with psycopg.connect(fresh_database, autocommit=True) as conn, pytest.raises(pgmem.SchemaError, match="migrate"):
+        pgmem.pack(conn, "anything", embedder=hashing)

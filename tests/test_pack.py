@@ -1,0 +1,223 @@
+"""Read path against a real PostgreSQL: one round trip, SQL aggregates, hints, logging."""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from typing import Any
+
+import psycopg
+import pytest
+from helpers import make_spans
+
+import pgmem
+from pgmem.embeddings import HashingEmbedder
+from pgmem.params import StageOneParams
+from pgmem.retrieval.pool import Pool
+
+FACTS = {
+    "reuters": [
+        "Acme Corp was founded by Ada Lovelace in Paris.",
+        "Ada Lovelace started Acme Corp with two engineers.",
+        "Acme Corp's founder Ada Lovelace announced a new product.",
+    ],
+    "blog": [
+        "I think Acme Corp was founded by Charles Babbage.",
+        "Cheese and wine pair well in autumn.",
+        "The weather in Paris was rainy all week.",
+    ],
+    "forum": [
+        "Someone said Acme Corp moved to Berlin.",
+        "Berlin has many startups and cheap rents.",
+        "My cat likes to sleep on the keyboard.",
+        "Trains in Europe are often late in winter.",
+    ],
+}
+
+
+@pytest.fixture
+def store(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> psycopg.Connection[Any]:
+    for family, texts in FACTS.items():
+        pgmem.ingest(conn, make_spans(texts, document_id=f"doc-{family}", family=family,
+                                      source_ts="2023-05-08T10:00:00+00:00"), embedder=hashing)
+    return conn
+
+
+def _round_trips(conn: psycopg.Connection[Any], action: Any) -> int:
+    with tempfile.TemporaryFile(mode="w+") as trace:
+        conn.pgconn.trace(trace.fileno())
+        conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS | psycopg.pq.Trace.REGRESS_MODE)
+        try:
+            action()
+        finally:
+            conn.pgconn.untrace()
+        trace.seek(0)
+        messages = [line.split("\t") for line in trace.read().splitlines()]
+    return sum(1 for m in messages if len(m) > 2 and m[0] == "B" and m[2].startswith("ReadyForQuery"))
+
+
+def test_pack_is_exactly_one_round_trip(store: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    hashing.embed(["warm up"])
+    for _ in range(7):  # past psycopg's prepare threshold too
+        assert _round_trips(store, lambda: pgmem.pack(store, "Who founded Acme Corp?", embedder=hashing)) == 1
+
+
+def test_pack_returns_ranked_grounded_items(store: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    pack = pgmem.pack(store, "Who founded Acme Corp?", budget=4, embedder=hashing)
+    assert 1 <= len(pack.items) <= 4
+    assert [i.rank for i in pack.items] == list(range(1, len(pack.items) + 1))
+    top = pack.items[0]
+    assert "Acme" in top.text
+    assert str(top.citation) == f"{top.document_id}[{top.citation.start}:{top.citation.end}]"
+    assert all(a.final_score >= b.final_score - 1.0 for a, b in zip(pack.items, pack.items[1:]))
+    d = pack.diagnostics
+    assert d.pool_size >= len(pack.items)
+    assert sum(f.count for f in d.families) == d.pool_size
+    assert d.parameters["packing"]["budget"] == 4
+    assert set(d.timings_ms) == {"embed", "stage_one", "calibrate_and_pack"}
+
+
+def test_sql_aggregates_equal_the_numpy_definition(store: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    from pgmem.retrieval.stage_one import Hints, run_stage_one, stage_one_arguments
+
+    vector = hashing.embed(["Where is Acme Corp?"])[0]
+    pool = run_stage_one(store, stage_one_arguments("default", hashing.name, vector, "Where is Acme Corp?", Hints(), StageOneParams()))
+    again = Pool.from_candidates(pool.candidates)
+    assert pool.size == again.size == 10
+    assert math.isclose(pool.mean, again.mean, abs_tol=1e-12)
+    assert math.isclose(pool.variance, again.variance, abs_tol=1e-12)
+    assert math.isclose(pool.entropy, again.entropy, abs_tol=1e-12)
+    assert pool.families == tuple(
+        type(f)(f.family, f.count, pytest.approx(f.score_sum, abs=1e-12), pytest.approx(f.mean_confidence, abs=1e-6))  # type: ignore[arg-type]
+        for f in again.families
+    )
+    scores = [c.base_score for c in pool.candidates]
+    assert scores == sorted(scores, reverse=True)
+    for c in pool.candidates:
+        assert math.isclose(c.base_score, 0.7 * c.dense_score + 0.3 * c.lexical_score + c.facet_boost + c.link_boost, abs_tol=1e-9)
+        assert 0 <= c.lexical_score <= 1
+
+
+def test_stage_one_defaults_in_sql_match_the_parameter_object(store: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    row = store.execute(
+        "SELECT pg_get_function_arguments('pgmem.stage_one_v1'::regproc)"
+    ).fetchone()
+    assert row is not None
+    defaults = {}
+    for argument in row[0].split(", "):
+        name, _, rest = argument.partition(" ")
+        if " DEFAULT " in rest:
+            defaults[name] = rest.split(" DEFAULT ")[1]
+    for name, value in StageOneParams().as_dict().items():
+        assert float(defaults[name]) == float(value), name
+
+
+def test_stage_one_is_callable_from_plain_sql(store: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    from pgmem.db.vectors import vector_literal
+
+    vector = vector_literal(hashing.embed(["cheese"])[0])
+    rows = store.execute(
+        "SELECT text, pool_size FROM pgmem.stage_one_v1('default', %s, %s::vector, 'cheese', k_dense => 3, k_lex => 2)",
+        (hashing.name, vector),
+    ).fetchall()
+    assert 1 <= len(rows) <= 5 and rows[0][1] == len(rows)
+    assert any("Cheese" in r[0] for r in rows)
+
+
+def test_unknown_namespace_gives_an_empty_degraded_pack(store: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    pack = pgmem.pack(store, "anything at all", namespace="nobody-home", embedder=hashing)
+    assert pack.items == ()
+    assert pack.diagnostics.degraded and pack.diagnostics.degraded_reasons == ("pool_too_small",)
+    assert pack.diagnostics.pool_size == 0
+
+
+def test_pack_inside_a_callers_transaction_does_not_commit(dsn: str, hashing: HashingEmbedder) -> None:
+    with psycopg.connect(dsn) as conn:
+        pgmem.ingest(conn, make_spans(["pending fact about Acme"]), embedder=hashing)
+        pack = pgmem.pack(conn, "Acme", embedder=hashing, log=True)
+        assert pack.items and pack.pack_id
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        conn.rollback()
+        assert conn.execute("SELECT count(*) FROM pgmem.pack_log").fetchone() == (0,)
+        assert not conn.closed
+
+
+def test_modes_share_the_pool_and_relevance_ignores_families(store: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    packs = {m: pgmem.pack(store, "Who founded Acme Corp?", mode=m, embedder=hashing) for m in ("calibrated", "relevance", "raw_bonus")}
+    assert len({p.diagnostics.pool_size for p in packs.values()}) == 1
+    assert all(f.regularizer == 0 for f in packs["relevance"].diagnostics.families)
+    assert all(abs(f.regularizer) <= 0.5 for p in packs.values() for f in p.diagnostics.families)
+    with pytest.raises(pgmem.ConfigurationError, match="mode must be one of"):
+        pgmem.pack(store, "x", mode="magic", embedder=hashing)
+
+
+def test_family_cap_and_role_filter_reach_the_pack(store: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    capped = pgmem.pack(store, "Acme Corp founder", family_cap=1, budget=5, embedder=hashing)
+    families = [i.family for i in capped.items]
+    assert len(families) == len(set(families))
+    assert any(r.reason == "family_cap" for r in capped.diagnostics.rejections)
+    claims = pgmem.pack(store, "Acme Corp founder", roles=["claim"], embedder=hashing)
+    assert claims.items and all(i.role == "claim" for i in claims.items)
+
+
+def test_hints_add_bounded_boosts(store: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    plain = pgmem.pack(store, "who started it", embedder=hashing, budget=10)
+    hinted = pgmem.pack(store, "who started it", entities=["Ada Lovelace"], keywords=["acme"], embedder=hashing, budget=10)
+    boosts = {i.note_id: i.facet_boost for i in hinted.items}
+    assert max(boosts.values()) > 0
+    assert all(0 <= b <= 0.05 * 4 for b in boosts.values())
+    assert all(i.facet_boost == 0 for i in plain.items)
+    assert hinted.diagnostics.hints["entities"] == ["Ada Lovelace"]
+
+
+def test_logged_packs_feed_the_views(store: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    for question in ("Who founded Acme Corp?", "Where is Berlin?", "cheese"):
+        pgmem.pack(store, question, embedder=hashing, log=True)
+    pgmem.pack(store, "nothing here", namespace="empty-one", embedder=hashing, log=True)
+    rates = {(r[0], r[2]): r[5] for r in store.execute("SELECT * FROM pgmem.pack_degraded_rate_v1").fetchall()}
+    assert rates[("empty-one", "any")] == 1.0 and rates[("empty-one", "pool_too_small")] == 1.0
+    assert store.execute("SELECT packs FROM pgmem.pack_entropy_distribution_v1 WHERE namespace = 'default'").fetchone() == (3,)
+    families = store.execute("SELECT family, pools FROM pgmem.family_regularizer_stats_v1 ORDER BY family").fetchall()
+    assert {f for f, _ in families} == {"blog", "forum", "reuters"}
+    floor = store.execute("SELECT packs FROM pgmem.pack_variance_floor_rate_v1 WHERE namespace = 'default'").fetchone()
+    assert floor == (3,)
+    store_families = store.execute("SELECT family, notes FROM pgmem.store_families_v1 ORDER BY family").fetchall()
+    assert store_families == [("blog", 3), ("forum", 4), ("reuters", 3)]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"budget": 0}, pgmem.ConfigurationError, "budget must be in"),
+        ({"family_cap": 0}, pgmem.ConfigurationError, "family_cap must be"),
+        ({"role_quotas": {"fact": -1}}, pgmem.ConfigurationError, "role_quotas"),
+        ({"stage_one": "nope"}, pgmem.ConfigurationError, "stage_one must be a StageOneParams"),
+        ({"time_range": ("2023-05-01T00:00:00+00:00", "2023-04-01T00:00:00+00:00")}, pgmem.InputError, "end must be after"),
+        ({"roles": ["gossip"]}, pgmem.InputError, "roles must be"),
+        ({"namespace": "no spaces allowed"}, pgmem.InputError, "namespace must be"),
+    ],
+)
+def test_bad_pack_arguments_are_clear_errors(
+    store: psycopg.Connection[Any], hashing: HashingEmbedder, kwargs: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        pgmem.pack(store, "question", embedder=hashing, **kwargs)
+
+
+@pytest.mark.parametrize(("question", "message"), [("", "empty"), ("   ", "empty"), ("x" * 5000, "at most 4096"), ("a\x00b", "NUL")])
+def test_bad_questions_are_input_errors(store: psycopg.Connection[Any], hashing: HashingEmbedder, question: str, message: str) -> None:
+    with pytest.raises(pgmem.InputError, match=message):
+        pgmem.pack(store, question, embedder=hashing)
+
+
+def test_parameter_objects_validate(hashing: HashingEmbedder) -> None:
+    with pytest.raises(pgmem.ConfigurationError, match="tau must be > 0"):
+        pgmem.CalibrationParams(tau=0)
+    with pytest.raises(pgmem.ConfigurationError, match=r"alpha_prior must be in \[0.0, 1.0\]"):
+        pgmem.CalibrationParams(alpha_prior=1.5)
+    with pytest.raises(pgmem.ConfigurationError, match="shrinkage must be >= 0"):
+        pgmem.CalibrationParams(shrinkage=-1)
+    with pytest.raises(pgmem.ConfigurationError, match="k_dense must be in"):
+        pgmem.StageOneParams(k_dense=0)
+    with pytest.raises(pgmem.ConfigurationError, match="has no parameter 'gama'"):
+        pgmem.CalibrationParams.from_dict({"gama": 1})
