@@ -77,7 +77,12 @@ def ingest(
         Note ids in input order, and how many notes were new or already present.
     """
     return write_spans(
-        conn, spans, namespace=namespace, embedder=get_embedder(embedder), enricher=enricher, progress=progress
+        conn,
+        spans,
+        namespace=namespace,
+        embedder=get_embedder(embedder),
+        enricher=enricher,
+        progress=progress,
     )
 
 
@@ -235,9 +240,7 @@ def pack(
 
     query_vector = embed_unique(model, [question])[0]
     embedded = time.perf_counter()
-    pool = run_stage_one(
-        conn, stage_one_arguments(namespace, model.name, query_vector, question, hints, stage_one)
-    )
+    pool = run_stage_one(conn, stage_one_arguments(namespace, model.name, query_vector, question, hints, stage_one))
     searched = time.perf_counter()
     calibrated = calibrate(pool, calibration, mode)
     result = rank_and_pack(pool, calibrated, packing)

@@ -133,9 +133,7 @@ class StageOneParams(_Params):
         _at_least("dense_weight", self.dense_weight, 0.0)
         _at_least("lexical_weight", self.lexical_weight, 0.0)
         if self.dense_weight + self.lexical_weight == 0:
-            raise ConfigurationError(
-                "dense_weight + lexical_weight must be > 0, got 0: no relevance signal left"
-            )
+            raise ConfigurationError("dense_weight + lexical_weight must be > 0, got 0: no relevance signal left")
         for name in ("entity_boost", "time_boost", "keyword_boost", "handle_boost", "link_weight"):
             _between(name, getattr(self, name), 0.0, 1.0)
 
@@ -231,9 +229,7 @@ class PackParams(_Params):
             )
         for role, quota in self.role_quotas.items():
             if role not in ROLES:
-                raise ConfigurationError(
-                    f"role_quotas has unknown role {role!r}; roles are {', '.join(ROLES)}"
-                )
+                raise ConfigurationError(f"role_quotas has unknown role {role!r}; roles are {', '.join(ROLES)}")
             _whole(f"role_quotas[{role!r}]", quota, 0)
         # Freeze the mapping so a caller mutating its dict cannot change a logged pack.
         object.__setattr__(self, "role_quotas", dict(sorted(self.role_quotas.items())))

@@ -52,6 +52,9 @@ ON CONFLICT (namespace, note_id) DO NOTHING;
 -- name: drop_staging --
 DROP TABLE pg_temp.pgmem_staging;
 
+-- name: existing_note_ids --
+SELECT note_id FROM pgmem.notes WHERE namespace = %(namespace)s AND note_id = ANY (%(note_ids)s::uuid[]);
+
 -- name: document_neighbours --
 -- Existing notes of the batch's documents, for previous/next local links.
 SELECT document_id, span_start, note_id

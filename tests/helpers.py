@@ -13,6 +13,15 @@ def make_spans(texts: list[str], *, document_id: str = "doc", family: str = "f",
     position = 0
     for text in texts:
         size = len(text.encode("utf-8"))
-        spans.append(pgmem.Span(document_id=document_id, text=text, start=position, end=position + size, family=family, **fields))
+        spans.append(
+            pgmem.Span(
+                document_id=document_id,
+                text=text,
+                start=position,
+                end=position + size,
+                family=family,
+                **fields,
+            )
+        )
         position += size + 1
     return spans

@@ -20,19 +20,46 @@ def _count(conn: psycopg.Connection[Any], table: str = "pgmem.notes") -> int:
 
 def test_ingest_writes_notes_with_grounding_and_facets(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
     spans = make_spans(
-        ["Ada Lovelace founded Acme Corp in Paris on 2023-05-08.", "See https://acme.example/about for ACME-1234."],
-        family="wiki", source_ts="2023-05-09T12:00:00+00:00", external_id=None,
+        [
+            "Ada Lovelace founded Acme Corp in Paris on 2023-05-08.",
+            "See https://acme.example/about for ACME-1234.",
+        ],
+        family="wiki",
+        source_ts="2023-05-09T12:00:00+00:00",
+        external_id=None,
     )
     result = pgmem.ingest(conn, spans, embedder=hashing)
     assert result.inserted == 2 and result.skipped == 0
     row = conn.execute(
         "SELECT document_id, span_start, span_end, text, family, role, confidence, source_ts,"
         " entities, time_tags, handles, links, vector_dims(embedding), lexeme_count"
-        " FROM pgmem.notes WHERE note_id = %s", (result.note_ids[0],)
+        " FROM pgmem.notes WHERE note_id = %s",
+        (result.note_ids[0],),
     ).fetchone()
     assert row is not None
-    document_id, start, end, text, family, role, confidence, source_ts, entities, times, handles, links, dims, lexemes = row
-    assert (document_id, start, end, text, family) == ("doc", 0, len(spans[0].text.encode()), spans[0].text, "wiki")
+    (
+        document_id,
+        start,
+        end,
+        text,
+        family,
+        role,
+        confidence,
+        source_ts,
+        entities,
+        times,
+        _handles,
+        links,
+        dims,
+        lexemes,
+    ) = row
+    assert (document_id, start, end, text, family) == (
+        "doc",
+        0,
+        len(spans[0].text.encode()),
+        spans[0].text,
+        "wiki",
+    )
     assert role in pgmem.ROLES and 0 <= confidence <= 1
     assert source_ts.isoformat() == "2023-05-09T12:00:00+00:00"
     assert {"Ada Lovelace", "Acme Corp"} <= {e["text"] for e in entities}
@@ -54,7 +81,9 @@ def test_reingest_is_a_noop_and_ids_are_deterministic(conn: psycopg.Connection[A
     assert stats == (2,)
 
 
-def test_a_bad_span_fails_the_whole_batch_and_writes_nothing(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+def test_a_bad_span_fails_the_whole_batch_and_writes_nothing(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder
+) -> None:
     spans = make_spans(["good one", "good two"])
     bad = pgmem.Span(document_id="doc", text="wrong offsets", start=0, end=3, family="f", external_id="turn-7")
     with pytest.raises(pgmem.InputError, match=r"span 2 \('turn-7'\): start/end must cover exactly"):
@@ -71,7 +100,9 @@ def test_same_id_with_different_content_is_refused(conn: psycopg.Connection[Any]
     assert pgmem.ingest(conn, [a, a], embedder=hashing).inserted == 1
 
 
-def test_a_database_failure_mid_batch_rolls_everything_back(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+def test_a_database_failure_mid_batch_rolls_everything_back(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder
+) -> None:
     pgmem.ingest(conn, make_spans(["existing note"]), embedder=hashing)
     conn.execute("ALTER TABLE pgmem.notes ADD CONSTRAINT no_boom CHECK (text <> 'boom')")
     with pytest.raises(pgmem.DatabaseError, match="no_boom"):
@@ -83,7 +114,11 @@ def test_a_database_failure_mid_batch_rolls_everything_back(conn: psycopg.Connec
 
 def test_notes_are_immutable_even_from_raw_sql(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
     pgmem.ingest(conn, make_spans(["a fact that stays"]), embedder=hashing)
-    for statement in ("UPDATE pgmem.notes SET text = 'changed'", "DELETE FROM pgmem.notes", "TRUNCATE pgmem.notes CASCADE"):
+    for statement in (
+        "UPDATE pgmem.notes SET text = 'changed'",
+        "DELETE FROM pgmem.notes",
+        "TRUNCATE pgmem.notes CASCADE",
+    ):
         with pytest.raises(psycopg.Error, match="immutable") as caught:
             conn.execute(statement)
         assert caught.value.sqlstate == "PM001"
@@ -136,7 +171,13 @@ def test_a_namespace_is_bound_to_one_embedding_model(conn: psycopg.Connection[An
 def test_invalid_spans_name_the_field(
     conn: psycopg.Connection[Any], hashing: HashingEmbedder, change: dict[str, Any], message: str
 ) -> None:
-    fields: dict[str, Any] = {"document_id": "d", "text": "abcdefgh", "start": 0, "end": 8, "family": "f"}
+    fields: dict[str, Any] = {
+        "document_id": "d",
+        "text": "abcdefgh",
+        "start": 0,
+        "end": 8,
+        "family": "f",
+    }
     fields.update(change)
     with pytest.raises(pgmem.InputError, match=message):
         pgmem.ingest(conn, [pgmem.Span(**fields)], embedder=hashing)

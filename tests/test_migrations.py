@@ -19,19 +19,29 @@ def _pg_dump(dsn: str) -> str:
 
     binary = Path(POSTGRES_BIN_PATH) / "pg_dump"
     dump = subprocess.run(
-        [str(binary), "--schema-only", "--no-owner", "--no-privileges", "--schema=pgmem",
-         "--exclude-table=pgmem.alembic_version", "--restrict-key=pgmem", dsn],
-        check=True, capture_output=True, text=True,
+        [
+            str(binary),
+            "--schema-only",
+            "--no-owner",
+            "--no-privileges",
+            "--schema=pgmem",
+            "--exclude-table=pgmem.alembic_version",
+            "--restrict-key=pgmem",
+            dsn,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     return "\n".join(line for line in dump.splitlines() if not line.startswith("--"))
 
 
 def _replay_chain(dsn: str) -> None:
     """Build the schema only through alembic revisions (never through schema.sql)."""
-    from alembic import command
     from sqlalchemy import create_engine
     from sqlalchemy.pool import NullPool
 
+    from alembic import command
     from pgmem.db.migrate import _alembic_config
 
     engine = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(dsn), poolclass=NullPool)
@@ -75,5 +85,8 @@ def test_foreign_pgmem_schema_is_refused(fresh_database: str) -> None:
 
 
 def test_unmigrated_database_gives_a_schema_error(fresh_database: str, hashing: Any) -> None:
-    with psycopg.connect(fresh_database, autocommit=True) as conn, pytest.raises(pgmem.SchemaError, match="migrate"):
+    with (
+        psycopg.connect(fresh_database, autocommit=True) as conn,
+        pytest.raises(pgmem.SchemaError, match="migrate"),
+    ):
         pgmem.pack(conn, "anything", embedder=hashing)

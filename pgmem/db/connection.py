@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,11 @@ def embedded_server(home: Path | None = None) -> Any:
         if home in _servers:
             return _servers[home]
         try:
-            import pgserver
+            with warnings.catch_warnings():
+                # platformdirs warns at pgserver import when XDG_RUNTIME_DIR is unset
+                # (root shells, CI); pgserver then uses /tmp, which is what we want.
+                warnings.simplefilter("ignore", UserWarning)
+                from pgserver.postgres_server import get_server
         except ImportError as exc:
             raise ConfigurationError(
                 "the embedded PostgreSQL needs the 'embedded' extra: pip install 'pgmem[embedded]'"
@@ -48,11 +53,9 @@ def embedded_server(home: Path | None = None) -> Any:
             ) from exc
         home.mkdir(parents=True, exist_ok=True)
         try:
-            server = pgserver.get_server(home / "pgdata", cleanup_mode="stop")
+            server = get_server(home / "pgdata", cleanup_mode="stop")
         except Exception as exc:  # pgserver raises bare subprocess/OS errors
-            raise DatabaseError(
-                f"could not start the embedded PostgreSQL in {home / 'pgdata'}: {exc}"
-            ) from exc
+            raise DatabaseError(f"could not start the embedded PostgreSQL in {home / 'pgdata'}: {exc}") from exc
         _servers[home] = server
         return server
 

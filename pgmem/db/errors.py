@@ -44,11 +44,15 @@ def translate(exc: psycopg.Error, action: str) -> PgmemError:
         return EmbeddingMismatchError(f"{action}: {message}")
     if state == NOTE_IMMUTABLE:
         return InputError(f"{action}: {message}")
-    missing = (pg_errors.UndefinedTable, pg_errors.UndefinedFunction, pg_errors.UndefinedObject, pg_errors.InvalidSchemaName)
+    missing = (
+        pg_errors.UndefinedTable,
+        pg_errors.UndefinedFunction,
+        pg_errors.UndefinedObject,
+        pg_errors.InvalidSchemaName,
+    )
     if isinstance(exc, missing):
         return SchemaError(
-            f"{action}: the pgmem schema is missing or outdated ({message}); "
-            "run pgmem.migrate(conn) or `pgmem migrate`"
+            f"{action}: the pgmem schema is missing or outdated ({message}); run pgmem.migrate(conn) or `pgmem migrate`"
         )
     if isinstance(exc, pg_errors.QueryCanceled):
         return DatabaseError(f"{action}: cancelled by the server ({message})")

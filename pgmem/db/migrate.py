@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 from pgmem.db.errors import database_errors
 from pgmem.db.resources import alembic_dir, sql_dir
@@ -54,7 +55,10 @@ def run_sql_file(name: str) -> None:
 
     script = (sql_dir() / "migrations" / name).read_text(encoding="utf-8")
     # Straight to the driver: no SQLAlchemy bind-parameter parsing of the SQL text.
-    op.get_bind().connection.driver_connection.execute(script)
+    driver = op.get_bind().connection.driver_connection
+    if driver is None:
+        raise SchemaError("alembic gave the migration no open database connection")
+    driver.execute(script)
 
 
 def _open_migration_engine(conn: psycopg.Connection[Any] | str) -> Any:
@@ -62,13 +66,14 @@ def _open_migration_engine(conn: psycopg.Connection[Any] | str) -> Any:
     from sqlalchemy.pool import NullPool
 
     if isinstance(conn, str):
-        conninfo, password = conn, None
+        conninfo = conn
     else:
-        conninfo, password = conn.info.dsn, conn.info.password
+        # info.dsn leaves the password out; put it back for our own connection.
+        password = conn.info.password
+        conninfo = make_conninfo(conn.info.dsn, password=password) if password else conn.info.dsn
 
     def connect() -> psycopg.Connection[Any]:
-        extra = {"password": password} if password else {}
-        return psycopg.connect(conninfo, **extra)
+        return psycopg.connect(conninfo)
 
     return create_engine("postgresql+psycopg://", creator=connect, poolclass=NullPool)
 
@@ -93,8 +98,7 @@ def migrate(conn: psycopg.Connection[Any] | str) -> str:
             raw = sa_conn.connection.driver_connection
             raw.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             version = raw.execute(
-                "SELECT to_regclass('pgmem.alembic_version') IS NOT NULL,"
-                " to_regclass('pgmem.notes') IS NOT NULL"
+                "SELECT to_regclass('pgmem.alembic_version') IS NOT NULL, to_regclass('pgmem.notes') IS NOT NULL"
             ).fetchone()
             has_version, has_notes = (bool(version[0]), bool(version[1])) if version else (False, False)
             config.attributes["connection"] = sa_conn

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from typing import LiteralString, cast
 
 from pgmem.db.resources import sql_dir
 from pgmem.errors import SchemaError
@@ -20,10 +19,13 @@ def _all() -> dict[str, str]:
     return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
 
 
-def query(name: str) -> LiteralString:
-    """The SQL text of the statement called ``name`` in queries.sql."""
+def query(name: str) -> str:
+    """The SQL text of the statement called ``name`` in queries.sql.
+
+    The text is pgmem's own packaged SQL, never user input; values always travel as
+    bind parameters.
+    """
     try:
-        # Our own packaged file, never user input: safe to treat as a literal.
-        return cast(LiteralString, _all()[name])
+        return _all()[name]
     except KeyError:
         raise SchemaError(f"no SQL statement named {name!r} in queries.sql") from None

@@ -96,30 +96,39 @@ class EnricherConfig:
         weights = (self.prior_weight, self.quality_weight, self.extraction_weight)
         if min(weights) < 0 or sum(weights) <= 0:
             raise ConfigurationError(
-                "prior_weight, quality_weight and extraction_weight must be >= 0 with a positive sum,"
-                f" got {weights}"
+                f"prior_weight, quality_weight and extraction_weight must be >= 0 with a positive sum, got {weights}"
             )
 
 
 STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before
-    being below between both but by can could did do does doing down during each few for from
-    further had has have having he her here hers herself him himself his how i if in into is it
-    its itself just me more most my myself no nor not now of off on once only or other our ours
-    ourselves out over own same she should so some such than that the their theirs them
-    themselves then there these they this those through to too under until up very was we were
-    what when where which while who whom why will with would you your yours yourself yourselves
-    also yes oh ok okay yeah hey hi hello really so well like just got get going gonna thanks
-    thank one would could much many""".split()
+    """
+    a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for
+    from further had has have having he her here hers herself him himself his how i if in
+    into is it its itself just me more most my myself no nor not now of off on once only or
+    other our ours ourselves out over own same she should so some such than that the their
+    theirs them themselves then there these they this those through to too under until up
+    very was we were what when where which while who whom why will with would you your
+    yours yourself yourselves also yes oh ok okay yeah hey hi hello really so well like
+    just got get going gonna thanks thank one would could much many
+    """.split()  # noqa: SIM905 - a word list reads best as text
 )
 
 _MONTHS = {
     name: number
     for number, names in enumerate(
         [
-            ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"),
-            ("may",), ("june", "jun"), ("july", "jul"), ("august", "aug"),
-            ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
             ("december", "dec"),
         ],
         start=1,
@@ -143,20 +152,14 @@ _HANDLE_PATTERNS = (
     re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b|\b[a-z]+(?:[A-Z][a-z0-9]+)+\b"),
 )
 _QUOTED = re.compile(r"[\"“]([^\"”\n]{2,80})[\"”]")
-_ENTITY = re.compile(
-    r"\b[A-Z][\w'’&.-]*(?:\s+(?:(?:of|the|de|la|van|von|and|for)\s+)?[A-Z][\w'’&.-]*)*"
-)
+_ENTITY = re.compile(r"\b[A-Z][\w'’&.-]*(?:\s+(?:(?:of|the|de|la|van|von|and|for)\s+)?[A-Z][\w'’&.-]*)*")
 _ACRONYM = re.compile(r"\b[A-Z]{2,6}s?\b")
 _SENTENCE_START = re.compile(r"(?:^|[.!?]\s+|\n)\W*$")
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 _ISO_DATE = re.compile(r"\b(?P<year>\d{4})-(?P<month>\d{2})-(?P<day>\d{2})\b")
-_DAY_MONTH_YEAR = re.compile(
-    r"\b(?P<day>\d{1,2})(?:st|nd|rd|th)?\s+" + _MONTH + r",?\s+(?P<year>\d{4})\b", re.I
-)
-_MONTH_DAY_YEAR = re.compile(
-    r"\b" + _MONTH + r"\s+(?P<day>\d{1,2})(?:st|nd|rd|th)?,?\s+(?P<year>\d{4})\b", re.I
-)
+_DAY_MONTH_YEAR = re.compile(r"\b(?P<day>\d{1,2})(?:st|nd|rd|th)?\s+" + _MONTH + r",?\s+(?P<year>\d{4})\b", re.I)
+_MONTH_DAY_YEAR = re.compile(r"\b" + _MONTH + r"\s+(?P<day>\d{1,2})(?:st|nd|rd|th)?,?\s+(?P<year>\d{4})\b", re.I)
 _MONTH_YEAR = re.compile(r"\b" + _MONTH + r"\s+(?P<year>\d{4})\b", re.I)
 _YEAR = re.compile(r"\b(?P<year>(?:19|20)\d{2})\b")
 _RELATIVE = re.compile(
@@ -166,9 +169,24 @@ _RELATIVE = re.compile(
 
 _ROLE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("summary", re.compile(r"^\s*(?:in summary|to summari[sz]e|overall|in short|tl;dr)\b", re.I)),
-    ("procedure", re.compile(r"^\s*(?:step\s+\d+|\d+[.)]\s|first,|then,|to\s+\w+.*,\s*(?:run|use|click|open|set))", re.I)),
-    ("definition", re.compile(r"^\s*[\w\s'’-]{1,60}?\b(?:is defined as|refers to|stands for|means|is an?|are)\b", re.I)),
-    ("claim", re.compile(r"\b(?:i think|i believe|in my opinion|i feel|should|must|arguably|probably|clearly)\b", re.I)),
+    (
+        "procedure",
+        re.compile(
+            r"^\s*(?:step\s+\d+|\d+[.)]\s|first,|then,|to\s+\w+.*,\s*(?:run|use|click|open|set))",
+            re.I,
+        ),
+    ),
+    (
+        "definition",
+        re.compile(r"^\s*[\w\s'’-]{1,60}?\b(?:is defined as|refers to|stands for|means|is an?|are)\b", re.I),
+    ),
+    (
+        "claim",
+        re.compile(
+            r"\b(?:i think|i believe|in my opinion|i feel|should|must|arguably|probably|clearly)\b",
+            re.I,
+        ),
+    ),
 )
 
 
@@ -272,8 +290,7 @@ def extract_entities(text: str) -> tuple[EntityTag, ...]:
         counts[name] += 1
         scores[name] = max(scores.get(name, 0.0), 0.7)
     return tuple(
-        EntityTag(name, round(min(1.0, score + 0.1 * (counts[name] - 1)), 4))
-        for name, score in sorted(scores.items())
+        EntityTag(name, round(min(1.0, score + 0.1 * (counts[name] - 1)), 4)) for name, score in sorted(scores.items())
     )
 
 
@@ -330,24 +347,20 @@ class RuleEnricher:
         )
 
     def _context(self, span: SpanInput) -> str:
-        parts = [
-            str(span.metadata[key]).strip()
-            for key in ("speaker", "title", "section")
-            if span.metadata.get(key)
-        ]
+        parts = [str(span.metadata[key]).strip() for key in ("speaker", "title", "section") if span.metadata.get(key)]
         if span.source_ts is not None:
             ts = span.source_ts.astimezone(UTC)
             parts.append(f"{ts.day} {ts:%B %Y}")
         return " · ".join(parts)
 
-    def _confidence(
-        self, span: SpanInput, entities: tuple[EntityTag, ...], time_tags: tuple[TimeTag, ...]
-    ) -> float:
+    def _confidence(self, span: SpanInput, entities: tuple[EntityTag, ...], time_tags: tuple[TimeTag, ...]) -> float:
         c = self.config
         words = len(_WORD.findall(span.text))
         quality = min(1.0, words / 12)
         extracted = [e.confidence for e in entities] + [t.confidence for t in time_tags]
         extraction = sum(extracted) / len(extracted) if extracted else c.source_prior
         total = c.prior_weight + c.quality_weight + c.extraction_weight
-        value = (c.prior_weight * c.source_prior + c.quality_weight * quality + c.extraction_weight * extraction) / total
+        value = (
+            c.prior_weight * c.source_prior + c.quality_weight * quality + c.extraction_weight * extraction
+        ) / total
         return round(min(1.0, max(0.0, value)), 4)

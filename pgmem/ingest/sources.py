@@ -63,9 +63,7 @@ def spans_from_document(path: Path, *, family: str | None = None) -> list[Span]:
                 heading = [*heading[: level - 1], found.group(2)]
                 continue
         if end - start > MAX_SPAN_BYTES:
-            raise InputError(
-                f"{path}: paragraph at bytes {start}-{end} is over {MAX_SPAN_BYTES} bytes; split it"
-            )
+            raise InputError(f"{path}: paragraph at bytes {start}-{end} is over {MAX_SPAN_BYTES} bytes; split it")
         spans.append(
             Span(
                 document_id=path.name,

@@ -114,7 +114,9 @@ def validate_span(index: int, span: object, namespace: str) -> ValidSpan:
         raise _fail(index, span, "end", f"must be greater than start ({span.start}), got {span.end}")
     if span.end - span.start != size:
         raise _fail(
-            index, span, "start/end",
+            index,
+            span,
+            "start/end",
             f"must cover exactly the text's {size} UTF-8 bytes, got end - start = {span.end - span.start}",
         )
     if span.role is not None and span.role not in ROLES:

@@ -50,9 +50,7 @@ def _dedupe(valid: list[ValidSpan]) -> list[ValidSpan]:
     return unique
 
 
-def _local_links(
-    conn: psycopg.Connection[Any], namespace: str, batch: list[ValidSpan]
-) -> dict[str, list[str]]:
+def _local_links(conn: psycopg.Connection[Any], namespace: str, batch: list[ValidSpan]) -> dict[str, list[str]]:
     """Previous and next span of the same document, among the batch and the store."""
     documents = sorted({v.span.document_id for v in batch})
     positions: dict[str, dict[str, int]] = {doc: {} for doc in documents}
@@ -70,20 +68,46 @@ def _local_links(
 
 
 def _row(
-    namespace: str, model_id: int, item: ValidSpan, facets: Enrichment, vector: np.ndarray, links: list[str]
+    namespace: str,
+    model_id: int,
+    item: ValidSpan,
+    facets: Enrichment,
+    vector: np.ndarray,
+    links: list[str],
 ) -> tuple[Any, ...]:
     span = item.span
     return (
-        namespace, item.note_id, span.external_id, span.document_id, span.start, span.end,
-        span.text, facets.context, span.family, facets.role, facets.confidence, item.source_ts,
-        model_id, vector_literal(vector),
+        namespace,
+        item.note_id,
+        span.external_id,
+        span.document_id,
+        span.start,
+        span.end,
+        span.text,
+        facets.context,
+        span.family,
+        facets.role,
+        facets.confidence,
+        item.source_ts,
+        model_id,
+        vector_literal(vector),
         Jsonb([{"text": e.text, "confidence": e.confidence} for e in facets.entities]),
-        Jsonb([
-            {"text": t.text, "start": t.start.isoformat(), "end": t.end.isoformat(),
-             "granularity": t.granularity, "confidence": t.confidence}
-            for t in facets.time_tags
-        ]),
-        list(facets.keywords), list(facets.handles), links, Jsonb(item.metadata),
+        Jsonb(
+            [
+                {
+                    "text": t.text,
+                    "start": t.start.isoformat(),
+                    "end": t.end.isoformat(),
+                    "granularity": t.granularity,
+                    "confidence": t.confidence,
+                }
+                for t in facets.time_tags
+            ]
+        ),
+        list(facets.keywords),
+        list(facets.handles),
+        links,
+        Jsonb(item.metadata),
     )
 
 
@@ -106,29 +130,46 @@ def ingest(
     valid = _dedupe(checked)
     if not valid:
         return IngestResult((), 0, 0)
+    with database_errors("ingest"):
+        # Notes already stored are skipped before the expensive part (enrich, embed):
+        # re-ingesting a corpus costs one indexed lookup, not a re-embedding.
+        stored = {
+            str(row[0])
+            for row in conn.execute(
+                query("existing_note_ids"),
+                {"namespace": namespace, "note_ids": [v.note_id for v in valid]},
+            )
+        }
+    fresh = [v for v in valid if v.note_id not in stored]
+    if not fresh:
+        return IngestResult(note_ids=tuple(v.note_id for v in checked), inserted=0, skipped=len(valid))
     enricher = enricher or RuleEnricher()
     facets = [
         enricher.enrich(
             SpanInput(
-                text=v.span.text, family=v.span.family, source_ts=v.source_ts, role=v.span.role,
-                confidence=v.span.confidence, context=v.span.context, metadata=v.metadata,
+                text=v.span.text,
+                family=v.span.family,
+                source_ts=v.source_ts,
+                role=v.span.role,
+                confidence=v.span.confidence,
+                context=v.span.context,
+                metadata=v.metadata,
             )
         )
-        for v in valid
+        for v in fresh
     ]
-    vectors = np.empty((0, embedder.dimension), dtype=np.float32)
     chunks: list[np.ndarray] = []
-    for start in range(0, len(valid), CHUNK):
-        chunks.append(embed_unique(embedder, [v.span.text for v in valid[start : start + CHUNK]]))
+    for start in range(0, len(fresh), CHUNK):
+        chunks.append(embed_unique(embedder, [v.span.text for v in fresh[start : start + CHUNK]]))
         if progress is not None:
             progress(len(chunks[-1]))
-    vectors = np.concatenate(chunks) if chunks else vectors
+    vectors = np.concatenate(chunks)
 
     with database_errors("ingest"):
         # A read first: on a non-autocommit connection it opens the caller's transaction,
         # so the block below becomes a savepoint inside it and the commit stays theirs.
         # On an autocommit connection the block is the batch's own transaction.
-        links = _local_links(conn, namespace, valid)
+        links = _local_links(conn, namespace, fresh)
         with conn.transaction():
             model_row = conn.execute(
                 query("register_namespace"),
@@ -139,7 +180,7 @@ def ingest(
             model_id = int(model_row[0])
             conn.execute(query("create_staging"))
             with conn.cursor().copy(query("copy_staging")) as copy:
-                for item, facet, vector in zip(valid, facets, vectors, strict=True):
+                for item, facet, vector in zip(fresh, facets, vectors, strict=True):
                     copy.write_row(_row(namespace, model_id, item, facet, vector, links[item.note_id]))
             inserted = conn.execute(query("insert_from_staging")).rowcount
             conn.execute(query("drop_staging"))

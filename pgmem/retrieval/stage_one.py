@@ -41,7 +41,12 @@ class Hints:
 
 
 def stage_one_arguments(
-    namespace: str, model: str, query_vector: np.ndarray, question: str, hints: Hints, params: StageOneParams
+    namespace: str,
+    model: str,
+    query_vector: np.ndarray,
+    question: str,
+    hints: Hints,
+    params: StageOneParams,
 ) -> dict[str, Any]:
     """The bind parameters of the ``stage_one`` statement."""
     return {
@@ -62,7 +67,9 @@ def stage_one_arguments(
 def run_stage_one(conn: psycopg.Connection[Any], arguments: dict[str, Any]) -> Pool:
     """Execute stage one (exactly one statement) and build the pool from its rows."""
     with database_errors("pack"):
-        rows = conn.execute(query("stage_one"), arguments).fetchall()
+        # prepare=False: a server-side prepare would add a round trip on the Nth call,
+        # and the dynamic SQL inside stage_one_v1 is planned per call anyway.
+        rows = conn.execute(query("stage_one"), arguments, prepare=False).fetchall()
     return pool_from_rows(rows)
 
 
@@ -73,16 +80,49 @@ def pool_from_rows(rows: list[tuple[Any, ...]]) -> Pool:
     candidates: list[Candidate] = []
     families: dict[str, FamilyAggregate] = {}
     for row in rows:
-        (note_id, external_id, document_id, span_start, span_end, text, context, family, role,
-         confidence, source_ts, dense, lexical, facet, link, base, _size, _mean, _variance,
-         _entropy, family_count, family_sum, family_confidence) = row
+        (
+            note_id,
+            external_id,
+            document_id,
+            span_start,
+            span_end,
+            text,
+            context,
+            family,
+            role,
+            confidence,
+            source_ts,
+            dense,
+            lexical,
+            facet,
+            link,
+            base,
+            _size,
+            _mean,
+            _variance,
+            _entropy,
+            family_count,
+            family_sum,
+            family_confidence,
+        ) = row
         candidates.append(
             Candidate(
-                note_id=str(note_id), external_id=external_id, document_id=document_id,
-                span_start=span_start, span_end=span_end, text=text, context=context,
-                family=family, role=role, confidence=float(confidence), source_ts=source_ts,
-                dense_score=float(dense), lexical_score=float(lexical), facet_boost=float(facet),
-                link_boost=float(link), base_score=float(base),
+                note_id=str(note_id),
+                external_id=external_id,
+                document_id=document_id,
+                span_start=span_start,
+                span_end=span_end,
+                text=text,
+                context=context,
+                family=family,
+                role=role,
+                confidence=float(confidence),
+                source_ts=source_ts,
+                dense_score=float(dense),
+                lexical_score=float(lexical),
+                facet_boost=float(facet),
+                link_boost=float(link),
+                base_score=float(base),
             )
         )
         families[family] = FamilyAggregate(family, int(family_count), float(family_sum), float(family_confidence))
@@ -93,6 +133,6 @@ def pool_from_rows(rows: list[tuple[Any, ...]]) -> Pool:
         mean=float(first[17]),
         # var_pop can come back a hair below zero from floating-point cancellation.
         variance=max(float(first[18]), 0.0),
-        entropy=float(first[19]),
+        entropy=float(first[19]) + 0.0,  # + 0.0 turns SQL's -0 into 0
         families=tuple(families[name] for name in sorted(families)),
     )

@@ -363,17 +363,25 @@ BEGIN
                AS facet_boost
         FROM relevance AS r
     ),
+    -- Links are written one way (notes are immutable), so follow them both ways.
+    link_edges AS (
+        SELECT b.note_id AS source, l.target
+        FROM boosted AS b, unnest(b.links) AS l (target)
+        WHERE $25 > 0
+        UNION
+        SELECT l.target, b.note_id
+        FROM boosted AS b, unnest(b.links) AS l (target)
+        WHERE $25 > 0
+    ),
     linked AS (
-        SELECT b.note_id, coalesce(max(o.relevance), 0) AS best_link
-        FROM boosted AS b
-        -- links are written one way (notes are immutable), so follow them both ways
-        LEFT JOIN boosted AS o ON o.note_id = ANY (b.links) OR b.note_id = ANY (o.links)
-        GROUP BY b.note_id
+        SELECT e.source AS note_id, max(o.relevance) AS best_link
+        FROM link_edges AS e JOIN boosted AS o ON o.note_id = e.target
+        GROUP BY e.source
     ),
     based AS (
-        SELECT b.*, $25 * l.best_link AS link_boost,
-               b.relevance + b.facet_boost + $25 * l.best_link AS base_score
-        FROM boosted AS b JOIN linked AS l USING (note_id)
+        SELECT b.*, $25 * coalesce(l.best_link, 0) AS link_boost,
+               b.relevance + b.facet_boost + $25 * coalesce(l.best_link, 0) AS base_score
+        FROM boosted AS b LEFT JOIN linked AS l USING (note_id)
     ),
     aggregated AS (
         SELECT b.*,

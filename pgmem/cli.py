@@ -1,0 +1,146 @@
+"""The ``pgmem`` command: migrate, ingest, pack, demo."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from pgmem.api import ingest, pack
+from pgmem.db.connection import connect
+from pgmem.db.migrate import migrate
+from pgmem.errors import PgmemError
+from pgmem.ingest.sources import spans_from_path
+from pgmem.params import MODES, ROLES
+from pgmem.render import print_pack
+
+
+def _connection(args: argparse.Namespace) -> Any:
+    return connect(args.dsn, home=args.home, migrate=True if args.dsn is None else None)
+
+
+def _cmd_migrate(args: argparse.Namespace, console: Console) -> int:
+    with connect(args.dsn, home=args.home, migrate=False) as conn:
+        revision = migrate(conn)
+    console.print(f"pgmem schema is at revision {revision}")
+    return 0
+
+
+def _cmd_ingest(args: argparse.Namespace, console: Console) -> int:
+    batches = [(path, spans_from_path(path, family=args.family)) for path in args.paths]
+    total = sum(len(spans) for _, spans in batches)
+    inserted = skipped = 0
+    started = time.perf_counter()
+    with (
+        _connection(args) as conn,
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=not console.is_terminal,
+        ) as progress,
+    ):
+        task = progress.add_task("ingesting", total=total)
+        for path, spans in batches:
+            progress.update(task, description=f"ingesting {path.name}")
+            result = ingest(
+                conn,
+                spans,
+                namespace=args.namespace,
+                embedder=args.embedder,
+                progress=lambda n: progress.advance(task, n),
+            )
+            inserted += result.inserted
+            skipped += result.skipped
+    console.print(
+        f"{total} spans from {len(batches)} file(s) into namespace {args.namespace!r}:"
+        f" {inserted} new notes, {skipped} already present ({time.perf_counter() - started:.1f} s)"
+    )
+    return 0
+
+
+def _cmd_pack(args: argparse.Namespace, console: Console) -> int:
+    with _connection(args) as conn:
+        evidence = pack(
+            conn,
+            args.question,
+            budget=args.budget,
+            namespace=args.namespace,
+            mode=args.mode,
+            token_budget=args.token_budget,
+            family_cap=args.family_cap,
+            roles=args.roles,
+            embedder=args.embedder,
+            log=args.log,
+        )
+    if args.json:
+        sys.stdout.write(evidence.to_json(indent=2) + "\n")
+    else:
+        print_pack(console, evidence)
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace, console: Console) -> int:
+    from pgmem.demo import run_demo
+
+    started = time.perf_counter()
+    with _connection(args) as conn:
+        run_demo(conn, console, embedder=args.embedder)
+    console.print(f"\ndemo finished in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pgmem", description="Memory for LLM agents inside PostgreSQL.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--dsn", help="PostgreSQL DSN (default $PGMEM_DSN, else the embedded server)")
+    common.add_argument("--home", help="data folder of the embedded server (default $PGMEM_HOME)")
+    common.add_argument("--embedder", help="minilm (default), hashing, or openai:MODEL")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("migrate", parents=[common], help="create or upgrade the schema (idempotent)")
+
+    p_ingest = sub.add_parser("ingest", parents=[common], help="ingest text, Markdown or JSONL span files")
+    p_ingest.add_argument("paths", nargs="+", type=Path)
+    p_ingest.add_argument("--namespace", default="default")
+    p_ingest.add_argument("--family", help="family of text/Markdown spans (default: the file name)")
+
+    p_pack = sub.add_parser("pack", parents=[common], help="pack evidence for a question")
+    p_pack.add_argument("question")
+    p_pack.add_argument("--namespace", default="default")
+    p_pack.add_argument("--budget", type=int, default=8)
+    p_pack.add_argument("--token-budget", type=int)
+    p_pack.add_argument("--family-cap", type=int)
+    p_pack.add_argument("--mode", choices=MODES, default="calibrated")
+    p_pack.add_argument("--roles", nargs="+", choices=ROLES)
+    p_pack.add_argument("--log", action="store_true", help="persist the pack to pgmem.pack_log")
+    p_pack.add_argument("--json", action="store_true", help="print the pack as JSON")
+
+    sub.add_parser("demo", parents=[common], help="ingest a real corpus and show packs with diagnostics")
+    return parser
+
+
+COMMANDS = {"migrate": _cmd_migrate, "ingest": _cmd_ingest, "pack": _cmd_pack, "demo": _cmd_demo}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # Piped output (make demo in CI, a log file) still gets tables wide enough to read.
+    console = Console() if sys.stdout.isatty() else Console(width=150)
+    try:
+        return COMMANDS[args.command](args, console)
+    except PgmemError as exc:
+        Console(stderr=True).print(f"[red]pgmem: {type(exc).__name__}:[/red] {exc}", highlight=False)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+"""Closed-form provenance-family calibration (DESIGN §3.2) and the degraded switch (§3.3).
+
+A family's support in the pool (the sum of its base scores, ``R_f``) is compared with
+what its size alone predicts (``m_f`` draws from the pool), shrunk towards zero for
+small families, squashed by ``tanh`` and blended with the family's write-time
+confidence. The resulting regulariser is a bounded nudge of at most ``gamma`` pool
+standard deviations, and it is switched off entirely when the pool is too small, too
+flat or too one-sided to say anything.
+
+Pure numpy over the per-family aggregates of :class:`~pgmem.retrieval.pool.Pool`: no
+I/O, no database imports, deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from pgmem.errors import InputError
+from pgmem.params import CalibrationParams, Mode, check_mode
+from pgmem.retrieval.pool import Pool
+from pgmem.types import FamilyAggregate, FamilyCalibration
+
+POOL_TOO_SMALL = "pool_too_small"
+POOL_TOO_FLAT = "pool_too_flat"
+POOL_ONE_SIDED = "pool_one_sided"
+DEGRADED_REASONS: tuple[str, ...] = (POOL_TOO_SMALL, POOL_TOO_FLAT, POOL_ONE_SIDED)
+
+_Array = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The outcome of :func:`calibrate` for one pool.
+
+    Attributes
+    ----------
+    mode : str
+        The ablation mode the regularisers were computed for.
+    degraded : bool
+        True when the pool was too small, too flat or too one-sided; every
+        regulariser is then 0.
+    degraded_reasons : tuple of str
+        The conditions that tripped, in the order ``pool_too_small``,
+        ``pool_too_flat``, ``pool_one_sided``; empty when not degraded.
+    families : tuple of FamilyCalibration
+        One record per family in the pool, sorted by family name.
+    eps : float
+        The numerical floor used, so the packer normalises scores with the same value.
+    """
+
+    mode: str
+    degraded: bool
+    degraded_reasons: tuple[str, ...]
+    families: tuple[FamilyCalibration, ...]
+    eps: float
+    _regularizers: Mapping[str, float] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        regularizers = {record.family: record.regularizer for record in self.families}
+        object.__setattr__(self, "_regularizers", regularizers)
+
+    def regularizer(self, family: str) -> float:
+        """Return the regulariser ``reg_f`` of ``family``.
+
+        Raises
+        ------
+        KeyError
+            If ``family`` is not one of the pool's families.
+        """
+        try:
+            return self._regularizers[family]
+        except KeyError:
+            raise KeyError(f"family {family!r} is not in the calibrated pool") from None
+
+
+def degraded_reasons(pool: Pool, params: CalibrationParams) -> tuple[str, ...]:
+    """Return the degraded-mode conditions (DESIGN §3.3) that ``pool`` trips.
+
+    Parameters
+    ----------
+    pool : Pool
+        Reads ``size``, ``variance`` and ``entropy``.
+    params : CalibrationParams
+        Reads ``n_min``, ``var_min`` and ``h_min``.
+
+    Returns
+    -------
+    tuple of str
+        Reason codes in the fixed order ``pool_too_small`` (N < n_min),
+        ``pool_too_flat`` (var_b < var_min), ``pool_one_sided`` (H < h_min). An empty
+        pool reports only ``pool_too_small``: flatness and one-sidedness say nothing
+        about a pool with no candidates.
+    """
+    if pool.size == 0:
+        return (POOL_TOO_SMALL,)
+    reasons: list[str] = []
+    if pool.size < params.n_min:
+        reasons.append(POOL_TOO_SMALL)
+    if pool.variance < params.var_min:
+        reasons.append(POOL_TOO_FLAT)
+    if pool.entropy < params.h_min:
+        reasons.append(POOL_ONE_SIDED)
+    return tuple(reasons)
+
+
+def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
+    """Calibrate every provenance family of ``pool`` (DESIGN §3.2-3.3).
+
+    For each family ``f`` with ``m_f`` candidates, score sum ``R_f`` and mean
+    confidence ``p_f``, in a pool of ``N`` candidates with mean ``mean_b`` and
+    population variance ``var_b``::
+
+        mu_f     = m_f * mean_b
+        sigma2_f = m_f * var_b * (1 - m_f / N) + var_floor
+        z_f      = (R_f - mu_f) / sqrt(sigma2_f + eps)
+        z'_f     = z_f * m_f / (m_f + lambda)
+        c_f      = tanh(z'_f / tau)
+        r_f      = clip(alpha_prior * p_f + (1 - alpha_prior) * (c_f + 1) / 2, 0, 1)
+        v_f      = max(0, sigma2_f - var_floor) / (sigma2_f + eps)
+        e_f      = m_f / (m_f + lambda)
+        u_f      = clip(0.5 * v_f + 0.5 * (1 - e_f), 0, 1)
+
+    The regulariser depends on ``mode``: ``calibrated`` uses
+    ``gamma * (2 r_f - 1) * (1 - u_f)``; ``relevance`` uses 0; ``raw_bonus`` uses the
+    uncalibrated count bonus ``gamma * m_f / max_g m_g``. In every mode it is 0 when the
+    pool is degraded, and z, c, r and u are computed and reported regardless.
+
+    Parameters
+    ----------
+    pool : Pool
+        Reads ``size``, ``mean``, ``variance``, ``entropy`` and ``families`` (the
+        per-family aggregates computed by stage one); the candidates are not read.
+    params : CalibrationParams
+        Thresholds, floors and shape parameters.
+    mode : {"calibrated", "relevance", "raw_bonus"}
+        The ablation mode (DESIGN §3.6).
+
+    Returns
+    -------
+    Calibration
+        The degraded flag and reasons, and one :class:`~pgmem.types.FamilyCalibration`
+        per family, sorted by family name.
+
+    Raises
+    ------
+    ConfigurationError
+        If ``mode`` is not a known mode.
+    InputError
+        If the pool aggregates are inconsistent (non-finite, or family counts that do
+        not add up to the pool size).
+    """
+    mode = check_mode(mode)
+    _check_pool(pool)
+    reasons = degraded_reasons(pool, params)
+    degraded = bool(reasons)
+    families = sorted(pool.families, key=lambda aggregate: aggregate.family)
+    if not families:
+        return Calibration(mode, degraded, reasons, (), params.eps)
+
+    count = np.array([f.count for f in families], dtype=np.float64)
+    score_sum = np.array([f.score_sum for f in families], dtype=np.float64)
+    confidence = np.array([f.mean_confidence for f in families], dtype=np.float64)
+    size = float(pool.size)
+
+    expected_sum = count * pool.mean
+    spread = count * pool.variance * (1.0 - count / size)
+    expected_variance = spread + params.var_floor
+    z = (score_sum - expected_sum) / np.sqrt(expected_variance + params.eps)
+    evidence = count / (count + params.shrinkage)
+    shrunk_z = z * evidence
+    corroboration = np.tanh(shrunk_z / params.tau)
+    reliability = np.clip(
+        params.alpha_prior * confidence + (1.0 - params.alpha_prior) * (corroboration + 1.0) / 2.0,
+        0.0,
+        1.0,
+    )
+    variance_share = np.maximum(0.0, expected_variance - params.var_floor) / (expected_variance + params.eps)
+    uncertainty = np.clip(0.5 * variance_share + 0.5 * (1.0 - evidence), 0.0, 1.0)
+    regularizer = _regularizer(mode, degraded, params.gamma, count, reliability, uncertainty)
+    floor_dominated = params.var_floor > spread
+
+    records = tuple(
+        FamilyCalibration(
+            family=aggregate.family,
+            count=aggregate.count,
+            score_sum=aggregate.score_sum,
+            mean_confidence=aggregate.mean_confidence,
+            expected_sum=float(expected_sum[i]),
+            expected_variance=float(expected_variance[i]),
+            z=float(z[i]),
+            shrunk_z=float(shrunk_z[i]),
+            corroboration=float(corroboration[i]),
+            reliability=float(reliability[i]),
+            uncertainty=float(uncertainty[i]),
+            regularizer=float(regularizer[i]),
+            variance_floor_dominated=bool(floor_dominated[i]),
+        )
+        for i, aggregate in enumerate(families)
+    )
+    return Calibration(mode, degraded, reasons, records, params.eps)
+
+
+def _regularizer(
+    mode: Mode,
+    degraded: bool,
+    gamma: float,
+    count: _Array,
+    reliability: _Array,
+    uncertainty: _Array,
+) -> _Array:
+    # One switch for every mode, so an ablation isolates the calibration itself.
+    if degraded or mode == "relevance":
+        return np.zeros_like(count)
+    if mode == "raw_bonus":
+        return gamma * count / float(count.max())
+    return gamma * (2.0 * reliability - 1.0) * (1.0 - uncertainty)
+
+
+def _check_pool(pool: Pool) -> None:
+    for name in ("mean", "variance", "entropy"):
+        value = getattr(pool, name)
+        if not math.isfinite(value):
+            raise InputError(f"pool {name} must be finite, got {value!r}")
+    names = [aggregate.family for aggregate in pool.families]
+    if len(set(names)) != len(names):
+        raise InputError("pool families must be unique, got a repeated family name")
+    for aggregate in pool.families:
+        _check_family(aggregate)
+    total = sum(aggregate.count for aggregate in pool.families)
+    if total != pool.size:
+        raise InputError(f"pool family counts must add up to the pool size {pool.size}, got {total}")
+
+
+def _check_family(aggregate: FamilyAggregate) -> None:
+    if aggregate.count < 1:
+        raise InputError(f"family {aggregate.family!r} count must be >= 1, got {aggregate.count!r}")
+    for name in ("score_sum", "mean_confidence"):
+        value = getattr(aggregate, name)
+        if not math.isfinite(value):
+            raise InputError(f"family {aggregate.family!r} {name} must be finite, got {value!r}")

@@ -1,0 +1,258 @@
+"""Deterministic greedy rank-and-pack (DESIGN §3.3).
+
+Candidates are ranked once by ``final = b_norm + reg_family`` (ties by note id) and
+scanned once in that order; each is accepted or rejected with a named reason. Pure
+Python and numpy over at most a few hundred rows: no I/O, no database imports.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from pgmem.errors import InputError
+from pgmem.params import PackParams
+from pgmem.retrieval.calibrate import Calibration
+from pgmem.retrieval.pool import Pool
+from pgmem.types import Candidate, PackItem, Rejection
+
+OVERLAP = "overlap"
+BELOW_MINIMUM = "below_minimum"
+ROLE_QUOTA = "role_quota"
+FAMILY_CAP = "family_cap"
+TOKEN_BUDGET = "token_budget"
+REJECTION_REASONS: tuple[str, ...] = (OVERLAP, BELOW_MINIMUM, ROLE_QUOTA, FAMILY_CAP, TOKEN_BUDGET)
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class PackResult:
+    """The selected notes in selection order, and every scanned candidate refused."""
+
+    items: tuple[PackItem, ...]
+    rejections: tuple[Rejection, ...]
+
+
+def count_tokens(text: str) -> int:
+    """Approximate the number of LLM tokens in ``text``.
+
+    This is an approximation, not any model's tokenizer: every run of word characters
+    and every single punctuation character is a piece, and a piece counts
+    ``ceil(len / 4)`` tokens (so words of up to 4 characters count 1).
+
+    Parameters
+    ----------
+    text : str
+        Any text.
+
+    Returns
+    -------
+    int
+        The approximate token count (0 for blank text).
+    """
+    return sum(-(-len(piece) // 4) for piece in _TOKEN.findall(text))
+
+
+def note_overlap(a: Candidate, b: Candidate) -> float:
+    """Measure how much two notes say the same thing, in [0, 1].
+
+    Parameters
+    ----------
+    a, b : Candidate
+        Reads ``document_id``, ``span_start``, ``span_end`` and ``text``.
+
+    Returns
+    -------
+    float
+        For notes of the same document, the length of the intersection of their byte
+        spans ``[start, end)`` divided by the shorter span's length (0 when disjoint).
+        Otherwise the Jaccard similarity of their lower-cased word sets (words are
+        ``\\w+`` runs); two notes without words have overlap 0.
+    """
+    if a.document_id == b.document_id:
+        return _span_overlap(a, b)
+    return _jaccard(_words(a.text), _words(b.text))
+
+
+def rank_and_pack(
+    pool: Pool,
+    calibration: Calibration,
+    params: PackParams,
+    *,
+    token_counter: Callable[[str], int] = count_tokens,
+) -> PackResult:
+    """Rank the pool's candidates and pack the evidence budget greedily.
+
+    Each candidate gets ``b_norm = (b - mean_b) / sqrt(var_b + eps)`` and
+    ``final = b_norm + reg_family``. Candidates are scanned once by ``final``
+    descending, ties by ``note_id`` ascending. For each, ``max_overlap`` against the
+    notes already selected gives ``decayed = final - overlap_decay * max_overlap``; the
+    first rule that refuses it names the rejection: ``overlap`` (max_overlap above
+    ``overlap_hard_threshold``), ``below_minimum`` (decayed below
+    ``minimum_effective_score``), ``role_quota``, ``family_cap``, ``token_budget`` (its
+    tokens exceed what remains; the scan goes on, a shorter note may fit). The scan
+    stops when ``budget`` notes are selected, the token budget is used up exactly, or
+    the candidates run out; candidates not scanned are neither packed nor rejected.
+
+    Parameters
+    ----------
+    pool : Pool
+        Reads the candidates, ``mean`` and ``variance``.
+    calibration : Calibration
+        The family regularisers and ``eps`` from :func:`~pgmem.retrieval.calibrate.calibrate`.
+    params : PackParams
+        Budget, quotas, caps and overlap rules.
+    token_counter : callable, optional
+        Counts a note text's tokens for the token budget (default :func:`count_tokens`).
+
+    Returns
+    -------
+    PackResult
+        The packed items (``rank`` 1-based in selection order) and the rejections in
+        scan order.
+
+    Raises
+    ------
+    InputError
+        If two candidates share a note id, a candidate's family is missing from the
+        calibration, a score is not finite, or ``token_counter`` returns a negative count.
+    """
+    candidates = pool.candidates
+    if not candidates:
+        return PackResult((), ())
+    _check_unique_ids(candidates)
+    known = {record.family for record in calibration.families}
+    missing = sorted({c.family for c in candidates} - known)
+    if missing:
+        raise InputError(f"candidate family {missing[0]!r} is missing from the calibration")
+    regularizers = [calibration.regularizer(c.family) for c in candidates]
+    base = np.array([c.base_score for c in candidates], dtype=np.float64)
+    normalized = (base - pool.mean) / math.sqrt(pool.variance + calibration.eps)
+    final = normalized + np.array(regularizers, dtype=np.float64)
+    if not np.all(np.isfinite(final)):
+        raise InputError("candidate base scores and pool aggregates must be finite")
+    normalized_scores: list[float] = normalized.tolist()
+    final_scores: list[float] = final.tolist()
+    order = sorted(range(len(candidates)), key=lambda i: (-final_scores[i], candidates[i].note_id))
+
+    words: dict[int, frozenset[str]] = {}
+
+    def words_of(index: int) -> frozenset[str]:
+        if index not in words:
+            words[index] = _words(candidates[index].text)
+        return words[index]
+
+    selected: list[int] = []
+    items: list[PackItem] = []
+    rejections: list[Rejection] = []
+    per_role: Counter[str] = Counter()
+    per_family: Counter[str] = Counter()
+    tokens_left = params.token_budget
+    for index in order:
+        if len(items) >= params.budget or tokens_left == 0:
+            break
+        candidate = candidates[index]
+        max_overlap, overlaps_with = 0.0, None
+        for other in selected:
+            if candidate.document_id == candidates[other].document_id:
+                overlap = _span_overlap(candidate, candidates[other])
+            else:
+                overlap = _jaccard(words_of(index), words_of(other))
+            if overlap > max_overlap:
+                max_overlap, overlaps_with = overlap, candidates[other].note_id
+        decayed = final_scores[index] - params.overlap_decay * max_overlap
+        tokens = 0
+        reason: str | None = None
+        if max_overlap > params.overlap_hard_threshold:
+            reason = OVERLAP
+        elif params.minimum_effective_score is not None and (decayed < params.minimum_effective_score):
+            reason = BELOW_MINIMUM
+        elif candidate.role in params.role_quotas and per_role[candidate.role] >= params.role_quotas[candidate.role]:
+            reason = ROLE_QUOTA
+        elif params.family_cap is not None and per_family[candidate.family] >= params.family_cap:
+            reason = FAMILY_CAP
+        elif tokens_left is not None:
+            tokens = token_counter(candidate.text)
+            if tokens < 0:
+                raise InputError(f"token_counter must return a count >= 0, got {tokens!r}")
+            if tokens > tokens_left:
+                reason = TOKEN_BUDGET
+        if reason is not None:
+            rejections.append(
+                Rejection(
+                    note_id=candidate.note_id,
+                    family=candidate.family,
+                    role=candidate.role,
+                    reason=reason,
+                    final_score=final_scores[index],
+                    decayed_score=decayed,
+                    max_overlap=max_overlap,
+                    overlaps_note_id=overlaps_with,
+                )
+            )
+            continue
+        selected.append(index)
+        per_role[candidate.role] += 1
+        per_family[candidate.family] += 1
+        if tokens_left is not None:
+            tokens_left -= tokens
+        items.append(
+            PackItem(
+                rank=len(items) + 1,
+                note_id=candidate.note_id,
+                external_id=candidate.external_id,
+                document_id=candidate.document_id,
+                family=candidate.family,
+                role=candidate.role,
+                confidence=candidate.confidence,
+                text=candidate.text,
+                context=candidate.context,
+                source_ts=candidate.source_ts,
+                citation=candidate.citation,
+                base_score=candidate.base_score,
+                normalized_score=normalized_scores[index],
+                regularizer=regularizers[index],
+                final_score=final_scores[index],
+                decayed_score=decayed,
+                max_overlap=max_overlap,
+                dense_score=candidate.dense_score,
+                lexical_score=candidate.lexical_score,
+                facet_boost=candidate.facet_boost,
+                link_boost=candidate.link_boost,
+            )
+        )
+    return PackResult(tuple(items), tuple(rejections))
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(text.lower()))
+
+
+def _span_overlap(a: Candidate, b: Candidate) -> float:
+    shorter = min(a.span_end - a.span_start, b.span_end - b.span_start)
+    if shorter <= 0:
+        return 0.0
+    shared = min(a.span_end, b.span_end) - max(a.span_start, b.span_start)
+    return max(0, shared) / shorter
+
+
+def _jaccard(words_a: frozenset[str], words_b: frozenset[str]) -> float:
+    union = len(words_a | words_b)
+    if union == 0:
+        return 0.0
+    return len(words_a & words_b) / union
+
+
+def _check_unique_ids(candidates: tuple[Candidate, ...]) -> None:
+    seen: set[str] = set()
+    for candidate in candidates:
+        if candidate.note_id in seen:
+            raise InputError(f"pool has note_id {candidate.note_id!r} more than once")
+        seen.add(candidate.note_id)

@@ -1,0 +1,397 @@
+"""Rank-and-pack (DESIGN §3.3): golden files, overlap and token units, properties."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from golden_util import (
+    MODES_ALL,
+    assert_matches,
+    calibration_params,
+    candidate_from_json,
+    candidate_rows,
+    candidates_of,
+    dyadic_confidences,
+    dyadic_scores,
+    golden_paths,
+    load_case,
+    pack_params,
+    reference_expected,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pgmem.errors import InputError
+from pgmem.params import CalibrationParams, PackParams
+from pgmem.retrieval.calibrate import Calibration, calibrate
+from pgmem.retrieval.packer import PackResult, count_tokens, note_overlap, rank_and_pack
+from pgmem.retrieval.pool import Pool
+from pgmem.types import Candidate, PackItem
+
+GOLDEN = golden_paths()
+DEGRADED_GOLDEN = [path for path in GOLDEN if load_case(path)["expected"]["degraded"]]
+PACK_KEYS = (
+    "rank",
+    "note_id",
+    "normalized_score",
+    "regularizer",
+    "final_score",
+    "decayed_score",
+    "max_overlap",
+)
+REJECTION_KEYS = (
+    "note_id",
+    "reason",
+    "final_score",
+    "decayed_score",
+    "max_overlap",
+    "overlaps_note_id",
+)
+
+
+def _pack(case: dict[str, Any], mode: str | None = None) -> PackResult:
+    pool = Pool.from_candidates(candidates_of(case))
+    calibration = calibrate(
+        pool,
+        CalibrationParams(**case["calibration_params"]),
+        case["mode"] if mode is None else mode,  # type: ignore[arg-type]
+    )
+    return rank_and_pack(pool, calibration, PackParams(**case["pack_params"]))
+
+
+def _as_expected(result: PackResult) -> dict[str, Any]:
+    return {
+        "pack": [{key: getattr(item, key) for key in PACK_KEYS} for item in result.items],
+        "rejections": [{key: getattr(r, key) for key in REJECTION_KEYS} for r in result.rejections],
+    }
+
+
+def _note(
+    index: int,
+    text: str = "",
+    *,
+    document_id: str | None = None,
+    start: int = 0,
+    end: int | None = None,
+    family: str = "wire",
+    role: str = "fact",
+    score: float = 0.5,
+) -> Candidate:
+    return candidate_from_json(
+        {
+            "note_id": f"00000000-0000-4000-8000-{index:012d}",
+            "document_id": f"doc-{index}" if document_id is None else document_id,
+            "span_start": start,
+            "span_end": start + max(1, len(text.encode())) if end is None else end,
+            "text": text,
+            "family": family,
+            "role": role,
+            "confidence": 0.5,
+            "base_score": score,
+        }
+    )
+
+
+# ------------------------------------------------------------------------ golden files
+
+
+@pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.stem)
+def test_golden_pack_matches_module(path: Path) -> None:
+    case = load_case(path)
+    result = _pack(case)
+    expected = case["expected"]
+    assert_matches(_as_expected(result), {"pack": expected["pack"], "rejections": expected["rejections"]})
+    relevance_ids = [item.note_id for item in _pack(case, "relevance").items]
+    assert relevance_ids == expected["relevance_pack_ids"]
+
+
+@pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.stem)
+def test_golden_pack_matches_scalar_reference(path: Path) -> None:
+    case = load_case(path)
+    recomputed = reference_expected(case)
+    assert_matches(recomputed["pack"], case["expected"]["pack"])
+    assert_matches(recomputed["rejections"], case["expected"]["rejections"])
+    relevance = reference_expected(case, "relevance")
+    assert [p["note_id"] for p in relevance["pack"]] == case["expected"]["relevance_pack_ids"]
+
+
+@pytest.mark.parametrize("path", DEGRADED_GOLDEN, ids=lambda p: p.stem)
+def test_golden_degraded_pack_equals_relevance_pack(path: Path) -> None:
+    case = load_case(path)
+    assert [p["note_id"] for p in case["expected"]["pack"]] == case["expected"]["relevance_pack_ids"]
+    relevance = _pack(case, "relevance")
+    for mode in MODES_ALL:
+        assert _pack(case, mode) == relevance
+
+
+def test_golden_cases_cover_every_rule() -> None:
+    cases = [load_case(path) for path in GOLDEN]
+    reasons = {reason for c in cases for reason in c["expected"]["degraded_reasons"]}
+    assert reasons == {"pool_too_small", "pool_too_flat", "pool_one_sided"}
+    rejected = {r["reason"] for c in cases for r in c["expected"]["rejections"]}
+    assert rejected == {"overlap", "below_minimum", "role_quota", "family_cap", "token_budget"}
+    assert {c["mode"] for c in cases} == set(MODES_ALL)
+    promoted = load_case(GOLDEN[0])
+    assert promoted["name"] == "01_corroborated_family_promoted"
+    packed = [p["note_id"] for p in promoted["expected"]["pack"]]
+    assert packed != promoted["expected"]["relevance_pack_ids"]
+
+
+def test_pack_item_copies_every_candidate_field() -> None:
+    case = load_case(GOLDEN[0])
+    candidates = {c.note_id: c for c in candidates_of(case)}
+    for item in _pack(case).items:
+        candidate = candidates[item.note_id]
+        for field in fields(Candidate):
+            if field.name in {f.name for f in fields(PackItem)}:
+                assert getattr(item, field.name) == getattr(candidate, field.name), field.name
+        assert item.citation == candidate.citation
+
+
+# ---------------------------------------------------------------------------- units
+
+
+def test_note_overlap_same_document_uses_byte_spans() -> None:
+    a = _note(1, "x", document_id="d", start=0, end=100)
+    b = _note(2, "y", document_id="d", start=50, end=250)
+    c = _note(3, "z", document_id="d", start=100, end=120)
+    d = _note(4, "x", document_id="d", start=10, end=20)
+    assert note_overlap(a, b) == pytest.approx(0.5)  # 50 shared bytes / shorter 100
+    assert note_overlap(b, a) == note_overlap(a, b)
+    assert note_overlap(a, c) == 0.0  # [0,100) and [100,120) touch but do not overlap
+    assert note_overlap(a, d) == 1.0  # contained
+    assert note_overlap(a, a) == 1.0
+
+
+def test_note_overlap_other_documents_uses_word_jaccard() -> None:
+    a = _note(1, "Reactor two tripped at noon")
+    b = _note(2, "reactor TWO tripped, at dusk!")
+    assert note_overlap(a, b) == pytest.approx(4 / 6)
+    assert note_overlap(a, _note(3, "nothing shared here")) == 0.0
+    assert note_overlap(a, _note(4, "noon noon at AT two reactor tripped")) == 1.0
+    assert note_overlap(_note(5, "Café naïve"), _note(6, "café NAÏVE")) == 1.0
+    assert note_overlap(_note(7, ""), _note(8, "  ...  ")) == 0.0
+    assert note_overlap(_note(9, ""), a) == 0.0
+
+
+def test_count_tokens_examples() -> None:
+    assert count_tokens("") == 0
+    assert count_tokens("   ") == 0
+    assert count_tokens("the cat sat") == 3
+    assert count_tokens("hello") == 2  # 5 characters -> ceil(5/4)
+    assert count_tokens("abcdefgh") == 2
+    assert count_tokens("abcdefghi") == 3
+    assert count_tokens("Hello, world!") == 6  # 2 + 1 + 2 + 1
+    assert count_tokens("Revenue rose eleven percent via subscriptions") == 12
+    assert count_tokens("v1.2.3") == 5  # v1 . 2 . 3
+    assert count_tokens("naïve") == 2
+
+
+def test_token_budget_skips_long_notes_and_stops_when_used_exactly() -> None:
+    rows = [
+        _note(1, "aaaa bbbb cccc", score=0.9),  # 3 tokens
+        _note(2, "dddd eeee", score=0.8),  # 2 tokens: does not fit in 1
+        _note(3, "ffff", score=0.7),  # 1 token: fits exactly
+        _note(4, "gggg", score=0.6),  # never scanned
+    ]
+    pool = Pool.from_candidates(rows)
+    calibration = calibrate(pool, CalibrationParams(), "relevance")
+    result = rank_and_pack(pool, calibration, PackParams(token_budget=4))
+    assert [i.note_id[-1] for i in result.items] == ["1", "3"]
+    assert [(r.note_id[-1], r.reason) for r in result.rejections] == [("2", "token_budget")]
+
+
+def test_custom_token_counter_is_used() -> None:
+    rows = [_note(i, f"word{i}", score=1.0 - i / 10) for i in range(1, 5)]
+    pool = Pool.from_candidates(rows)
+    calibration = calibrate(pool, CalibrationParams(), "relevance")
+    result = rank_and_pack(pool, calibration, PackParams(token_budget=10), token_counter=lambda t: 5)
+    assert len(result.items) == 2
+
+
+def test_negative_token_count_is_an_input_error() -> None:
+    pool = Pool.from_candidates([_note(1, "a")])
+    calibration = calibrate(pool, CalibrationParams(), "relevance")
+    with pytest.raises(InputError, match="token_counter"):
+        rank_and_pack(pool, calibration, PackParams(token_budget=3), token_counter=lambda t: -1)
+
+
+def test_ties_are_broken_by_note_id() -> None:
+    rows = [_note(i, f"w{i}", score=0.5) for i in (3, 1, 2)]
+    pool = Pool.from_candidates(rows)
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    result = rank_and_pack(pool, calibration, PackParams())
+    assert [i.note_id[-1] for i in result.items] == ["1", "2", "3"]
+    assert [i.rank for i in result.items] == [1, 2, 3]
+
+
+def test_empty_pool_packs_nothing() -> None:
+    pool = Pool.from_candidates([])
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    assert rank_and_pack(pool, calibration, PackParams()) == PackResult((), ())
+
+
+def test_duplicate_note_ids_are_input_errors() -> None:
+    pool = Pool.from_candidates([_note(1, "a"), _note(1, "b")])
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    with pytest.raises(InputError, match="more than once"):
+        rank_and_pack(pool, calibration, PackParams())
+
+
+def test_family_missing_from_calibration_is_an_input_error() -> None:
+    pool = Pool.from_candidates([_note(1, "a"), _note(2, "b", family="blog")])
+    other = Pool.from_candidates([_note(1, "a")])
+    calibration = calibrate(other, CalibrationParams(), "calibrated")
+    with pytest.raises(InputError, match="blog"):
+        rank_and_pack(pool, calibration, PackParams())
+
+
+def test_zero_role_quota_excludes_the_role() -> None:
+    rows = [_note(1, "a", role="claim", score=0.9), _note(2, "b", role="fact", score=0.1)]
+    pool = Pool.from_candidates(rows)
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    result = rank_and_pack(pool, calibration, PackParams(role_quotas={"claim": 0}))
+    assert [i.role for i in result.items] == ["fact"]
+    assert [r.reason for r in result.rejections] == ["role_quota"]
+
+
+# ----------------------------------------------------------------------- properties
+
+
+def _scan_order(pool: Pool, calibration: Calibration) -> list[str]:
+    scale = math.sqrt(pool.variance + calibration.eps)
+    keyed = [
+        (-((c.base_score - pool.mean) / scale + calibration.regularizer(c.family)), c.note_id) for c in pool.candidates
+    ]
+    return [note_id for _, note_id in sorted(keyed)]
+
+
+def _all_finite(values: list[float]) -> bool:
+    return all(math.isfinite(v) for v in values)
+
+
+@settings(deadline=None, max_examples=200)
+@given(
+    rows=candidate_rows(),
+    cal=calibration_params(),
+    params=pack_params(),
+    mode=st.sampled_from(MODES_ALL),
+)
+def test_pack_respects_every_rule(rows: list[Candidate], cal: CalibrationParams, params: PackParams, mode: str) -> None:
+    pool = Pool.from_candidates(rows)
+    calibration = calibrate(pool, cal, mode)  # type: ignore[arg-type]
+    result = rank_and_pack(pool, calibration, params)
+    items, rejections = result.items, result.rejections
+    by_id = {c.note_id: c for c in rows}
+
+    assert len(items) <= params.budget
+    assert [item.rank for item in items] == list(range(1, len(items) + 1))
+    if params.family_cap is not None:
+        assert max(Counter(i.family for i in items).values(), default=0) <= params.family_cap
+    roles = Counter(item.role for item in items)
+    for role, quota in params.role_quotas.items():
+        assert roles[role] <= quota
+    if params.token_budget is not None:
+        assert sum(count_tokens(item.text) for item in items) <= params.token_budget
+    for i, first in enumerate(items):
+        for second in items[i + 1 :]:
+            overlap = note_overlap(by_id[first.note_id], by_id[second.note_id])
+            assert overlap <= params.overlap_hard_threshold
+    packed = {item.note_id for item in items}
+    refused = {r.note_id for r in rejections}
+    assert not packed & refused
+    assert len(packed) == len(items) and len(refused) == len(rejections)
+
+    # The scan is one pass in (final desc, note_id asc) order: what was packed or
+    # refused is exactly a prefix of that order.
+    order = _scan_order(pool, calibration)
+    assert set(order[: len(packed) + len(refused)]) == packed | refused
+    finals = [item.final_score for item in items]
+    assert finals == sorted(finals, reverse=True)
+
+    for item in items:
+        assert abs(item.regularizer) <= cal.gamma + 1e-12
+        assert item.final_score == item.normalized_score + item.regularizer
+        expected_decay = item.final_score - params.overlap_decay * item.max_overlap
+        assert item.decayed_score == expected_decay
+        if params.minimum_effective_score is not None:
+            assert item.decayed_score >= params.minimum_effective_score
+        assert 0.0 <= item.max_overlap <= 1.0
+        scores = [item.base_score, item.normalized_score, item.final_score, item.decayed_score]
+        assert _all_finite([*scores, item.regularizer, item.max_overlap])
+    for rejection in rejections:
+        assert rejection.reason in {
+            "overlap",
+            "below_minimum",
+            "role_quota",
+            "family_cap",
+            "token_budget",
+        }
+        assert 0.0 <= rejection.max_overlap <= 1.0
+        assert (rejection.overlaps_note_id is None) == (rejection.max_overlap == 0.0)
+        assert rejection.overlaps_note_id is None or rejection.overlaps_note_id in packed
+        assert _all_finite([rejection.final_score, rejection.decayed_score])
+
+
+@settings(deadline=None, max_examples=200)
+@given(
+    rows=candidate_rows(),
+    cal=calibration_params(),
+    params=pack_params(),
+    mode=st.sampled_from(("calibrated", "raw_bonus")),
+    trip=st.sampled_from(("n_min", "var_min", "h_min")),
+)
+def test_degraded_pack_is_the_relevance_pack(
+    rows: list[Candidate], cal: CalibrationParams, params: PackParams, mode: str, trip: str
+) -> None:
+    pool = Pool.from_candidates(rows)
+    calibration = calibrate(pool, cal, mode)  # type: ignore[arg-type]
+    if not calibration.degraded:
+        # Trip one threshold on purpose rather than discard the example.
+        threshold: dict[str, Any] = {
+            "n_min": pool.size + 1,
+            "var_min": 2 * pool.variance + 1,
+            "h_min": 2.0,
+        }
+        cal = replace(cal, **{trip: threshold[trip]})
+        calibration = calibrate(pool, cal, mode)  # type: ignore[arg-type]
+    assert calibration.degraded
+    relevance = calibrate(pool, cal, "relevance")
+    assert rank_and_pack(pool, calibration, params) == rank_and_pack(pool, relevance, params)
+
+
+@settings(deadline=None, max_examples=200)
+@given(
+    data=st.data(),
+    rows=candidate_rows(scores=dyadic_scores, confidences=dyadic_confidences),
+    cal=calibration_params(),
+    params=pack_params(),
+    mode=st.sampled_from(MODES_ALL),
+)
+def test_pack_does_not_depend_on_candidate_order(
+    data: st.DataObject,
+    rows: list[Candidate],
+    cal: CalibrationParams,
+    params: PackParams,
+    mode: str,
+) -> None:
+    shuffled = data.draw(st.permutations(rows))
+    packs = []
+    for order in (rows, shuffled):
+        pool = Pool.from_candidates(order)
+        packs.append(rank_and_pack(pool, calibrate(pool, cal, mode), params))  # type: ignore[arg-type]
+    first, second = packs
+    assert [i.note_id for i in first.items] == [i.note_id for i in second.items]
+    assert [(r.note_id, r.reason) for r in first.rejections] == [(r.note_id, r.reason) for r in second.rejections]
+    for left, right in zip(first.items, second.items, strict=True):
+        for field in fields(PackItem):
+            value, other = getattr(left, field.name), getattr(right, field.name)
+            if isinstance(value, float):
+                assert math.isclose(value, other, rel_tol=1e-9, abs_tol=1e-9), field.name
+            else:
+                assert value == other, field.name
