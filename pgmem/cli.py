@@ -138,7 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args, console)
     except PgmemError as exc:
-        Console(stderr=True).print(f"[red]pgmem: {type(exc).__name__}:[/red] {exc}", highlight=False)
+        # Plain text: an error line must survive pipes and log files unwrapped.
+        print(f"pgmem: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
 
 

@@ -114,6 +114,12 @@ STOPWORDS = frozenset(
     """.split()  # noqa: SIM905 - a word list reads best as text
 )
 
+# Capitalised only because they open a sentence: never the first word of a name.
+_LEADING_NOISE = STOPWORDS | frozenset(
+    """yesterday today tomorrow tonight monday tuesday wednesday thursday friday saturday
+    sunday last next this after before when while then however meanwhile""".split()  # noqa: SIM905
+)
+
 _MONTHS = {
     name: number
     for number, names in enumerate(
@@ -273,6 +279,10 @@ def extract_entities(text: str) -> tuple[EntityTag, ...]:
         name = match.group(0).rstrip(".'’-&")
         words = name.split()
         at_start = bool(_SENTENCE_START.search(text[: match.start()]))
+        if at_start and len(words) > 1 and words[0].lower() in _LEADING_NOISE:
+            words = words[1:]
+            name = " ".join(words)
+            at_start = False
         if len(words) == 1 and (name.lower() in STOPWORDS or len(name) < 2):
             continue
         if len(words) > 1:

@@ -47,15 +47,15 @@ def spans_from_document(path: Path, *, family: str | None = None) -> list[Span]:
     heading: list[str] = []
     spans: list[Span] = []
     for match in _PARAGRAPH.finditer(data):
-        raw = match.group(0)
-        start, end = match.start(), match.end()
-        # Trim surrounding blanks by bytes so the offsets stay exact.
-        lead = len(raw) - len(raw.lstrip())
-        trail = len(raw) - len(raw.rstrip())
-        start, end = start + lead, end - trail
-        text = data[start:end].decode("utf-8")
-        if not text.strip():
+        raw = match.group(0).decode("utf-8")
+        # Trim with str's notion of white space, then count the trimmed bytes, so the
+        # offsets stay exact for any Unicode.
+        body = raw.strip()
+        if not body:
             continue
+        start = match.start() + len(raw[: len(raw) - len(raw.lstrip())].encode("utf-8"))
+        end = start + len(body.encode("utf-8"))
+        text = body
         if markdown:
             found = _HEADING.match(text)
             if found and "\n" not in text:
