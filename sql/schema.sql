@@ -237,13 +237,16 @@ CREATE FUNCTION pgmem.stage_one_v1(
         family_mean_confidence double precision
     )
     LANGUAGE plpgsql STABLE
-    -- Filtering by namespace (and role) needs pgvector's iterative scan to fill k.
-    SET hnsw.iterative_scan = 'relaxed_order'
+    -- Restored when the function returns, whatever it sets inside.
     SET hnsw.ef_search = 100
     AS $function$
 DECLARE
     v_model record;
     v_vector_type text;
+    -- pgvector >= 0.8 can keep scanning HNSW until a filtered search fills k.
+    v_iterative boolean := (SELECT string_to_array(e.extversion, '.')::integer[] >= '{0,8}'
+                            FROM pg_extension AS e WHERE e.extname = 'vector');
+    v_previous_scan text;
 BEGIN
     IF k_dense < 1 OR k_lex < 0 THEN
         RAISE EXCEPTION 'stage_one_v1: k_dense must be >= 1 and k_lex >= 0, got % and %', k_dense, k_lex
@@ -265,6 +268,12 @@ BEGIN
 
     -- ef_search must be at least k for HNSW to return k rows; local to this call.
     PERFORM set_config('hnsw.ef_search', greatest(ef_search, k_dense)::text, true);
+    -- Filtering by namespace (and role) needs the iterative scan to fill k; set for this
+    -- statement and put back below (a function SET clause would fail on pgvector < 0.8).
+    IF v_iterative THEN
+        v_previous_scan := current_setting('hnsw.iterative_scan', true);
+        PERFORM set_config('hnsw.iterative_scan', 'relaxed_order', true);
+    END IF;
     v_vector_type := format('%s(%s)', v_model.index_type, v_model.dimension);
 
     RETURN QUERY EXECUTE format($query$
@@ -413,6 +422,10 @@ BEGIN
           (SELECT coalesce(array_agg(DISTINCT lower(h)), '{}') FROM unnest(entity_hints) AS h),
           entity_boost, time_from, time_to, time_boost,
           keyword_hints, keyword_boost, handle_hints, handle_boost, roles, link_weight;
+
+    IF v_iterative THEN
+        PERFORM set_config('hnsw.iterative_scan', coalesce(v_previous_scan, 'off'), true);
+    END IF;
 END;
 $function$;
 

@@ -270,3 +270,15 @@ def test_parameter_objects_validate(hashing: HashingEmbedder) -> None:
         pgmem.StageOneParams(k_dense=0)
     with pytest.raises(pgmem.ConfigurationError, match="has no parameter 'gama'"):
         pgmem.CalibrationParams.from_dict({"gama": 1})
+
+
+def test_stage_one_leaves_the_sessions_search_settings_alone(dsn: str, hashing: HashingEmbedder) -> None:
+    with psycopg.connect(dsn) as conn:
+        pgmem.ingest(conn, make_spans(["a note", "another note"]), embedder=hashing)
+        conn.execute("SET LOCAL hnsw.ef_search = 7")
+        pgmem.pack(conn, "note", embedder=hashing)
+        settings = conn.execute(
+            "SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')"
+        ).fetchone()
+        assert settings == ("7", "off")
+        conn.rollback()
