@@ -48,9 +48,10 @@ def test_migrate_ingest_and_pack_from_the_command_line(
     top = pack["items"][0]
     assert top["text"] == "Ada Lovelace founded Acme Corp in Paris."
     assert top["context"].startswith("Acme")
-    assert pack["diagnostics"]["degraded_reasons"] == ["pool_too_small", "pool_one_sided"] or pack["diagnostics"][
-        "degraded"
-    ]
+    assert (
+        pack["diagnostics"]["degraded_reasons"] == ["pool_too_small", "pool_one_sided"]
+        or pack["diagnostics"]["degraded"]
+    )
 
     assert main(["pack", "support group", *common]) == 0
     table = capsys.readouterr().out

@@ -33,11 +33,20 @@ def test_absolute_and_relative_times() -> None:
 
 def test_handles() -> None:
     handles = extract_handles(
-        'Mail ada@acme.io about ACME-1234 on https://acme.io/x?y=1, v2.3.1, $4.5 million, 12 kg, #launch, '
+        "Mail ada@acme.io about ACME-1234 on https://acme.io/x?y=1, v2.3.1, $4.5 million, 12 kg, #launch, "
         'the "Analytical Engine" and parse_config().'
     )
-    for expected in ("ada@acme.io", "ACME-1234", "https://acme.io/x?y=1", "v2.3.1", "$4.5 million", "12 kg", "#launch",
-                     "Analytical Engine", "parse_config"):
+    for expected in (
+        "ada@acme.io",
+        "ACME-1234",
+        "https://acme.io/x?y=1",
+        "v2.3.1",
+        "$4.5 million",
+        "12 kg",
+        "#launch",
+        "Analytical Engine",
+        "parse_config",
+    ):
         assert expected in handles
 
 

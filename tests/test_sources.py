@@ -25,7 +25,12 @@ def test_markdown_paragraphs_with_heading_context(tmp_path: Path) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1), max_size=6))
+@given(
+    st.lists(
+        st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1),
+        max_size=6,
+    )
+)
 def test_offsets_are_exact_for_any_text(tmp_path_factory: pytest.TempPathFactory, paragraphs: list[str]) -> None:
     path = tmp_path_factory.mktemp("docs") / "doc.txt"
     path.write_bytes("\n\n".join(paragraphs).encode("utf-8"))
