@@ -8,12 +8,12 @@ allowed range. Every pack records the parameters it used in its diagnostics
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, get_args
 
 from pgmem.errors import ConfigurationError
+from pgmem.validate import at_least, between, finite, whole
 
 Mode = Literal["calibrated", "relevance", "raw_bonus"]
 MODES: tuple[str, ...] = get_args(Mode)
@@ -28,34 +28,6 @@ ROLES: tuple[str, ...] = (
     "summary",
     "other",
 )
-
-
-def _finite(name: str, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigurationError(f"{name} must be a number, got {value!r}")
-    if not math.isfinite(value):
-        raise ConfigurationError(f"{name} must be finite, got {value!r}")
-
-
-def _at_least(name: str, value: float, low: float, *, strict: bool = False) -> None:
-    _finite(name, value)
-    if value < low or (strict and value == low):
-        rule = ">" if strict else ">="
-        raise ConfigurationError(f"{name} must be {rule} {low}, got {value!r}")
-
-
-def _between(name: str, value: float, low: float, high: float) -> None:
-    _finite(name, value)
-    if not low <= value <= high:
-        raise ConfigurationError(f"{name} must be in [{low}, {high}], got {value!r}")
-
-
-def _whole(name: str, value: int, low: int, high: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigurationError(f"{name} must be a whole number, got {value!r}")
-    if value < low or (high is not None and value > high):
-        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
-        raise ConfigurationError(f"{name} must be {bound}, got {value!r}")
 
 
 class _Params:
@@ -123,19 +95,19 @@ class StageOneParams(_Params):
     link_weight: float = 0.3
 
     def __post_init__(self) -> None:
-        _whole("k_dense", self.k_dense, 1, 1000)
-        _whole("k_lex", self.k_lex, 0, 1000)
-        _whole("ef_search", self.ef_search, 1, 1000)
-        _whole("lex_max_terms", self.lex_max_terms, 1, 64)
-        _whole("lex_max_postings", self.lex_max_postings, 1)
-        _at_least("bm25_k1", self.bm25_k1, 0.0)
-        _between("bm25_b", self.bm25_b, 0.0, 1.0)
-        _at_least("dense_weight", self.dense_weight, 0.0)
-        _at_least("lexical_weight", self.lexical_weight, 0.0)
+        whole("k_dense", self.k_dense, 1, 1000)
+        whole("k_lex", self.k_lex, 0, 1000)
+        whole("ef_search", self.ef_search, 1, 1000)
+        whole("lex_max_terms", self.lex_max_terms, 1, 64)
+        whole("lex_max_postings", self.lex_max_postings, 1)
+        at_least("bm25_k1", self.bm25_k1, 0.0)
+        between("bm25_b", self.bm25_b, 0.0, 1.0)
+        at_least("dense_weight", self.dense_weight, 0.0)
+        at_least("lexical_weight", self.lexical_weight, 0.0)
         if self.dense_weight + self.lexical_weight == 0:
             raise ConfigurationError("dense_weight + lexical_weight must be > 0, got 0: no relevance signal left")
         for name in ("entity_boost", "time_boost", "keyword_boost", "handle_boost", "link_weight"):
-            _between(name, getattr(self, name), 0.0, 1.0)
+            between(name, getattr(self, name), 0.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -176,15 +148,15 @@ class CalibrationParams(_Params):
     gamma: float = 0.5
 
     def __post_init__(self) -> None:
-        _whole("n_min", self.n_min, 1)
-        _at_least("var_min", self.var_min, 0.0)
-        _at_least("h_min", self.h_min, 0.0)
-        _at_least("var_floor", self.var_floor, 0.0)
-        _at_least("eps", self.eps, 0.0, strict=True)
-        _at_least("shrinkage", self.shrinkage, 0.0)
-        _at_least("tau", self.tau, 0.0, strict=True)
-        _between("alpha_prior", self.alpha_prior, 0.0, 1.0)
-        _at_least("gamma", self.gamma, 0.0)
+        whole("n_min", self.n_min, 1)
+        at_least("var_min", self.var_min, 0.0)
+        at_least("h_min", self.h_min, 0.0)
+        at_least("var_floor", self.var_floor, 0.0)
+        at_least("eps", self.eps, 0.0, strict=True)
+        at_least("shrinkage", self.shrinkage, 0.0)
+        at_least("tau", self.tau, 0.0, strict=True)
+        between("alpha_prior", self.alpha_prior, 0.0, 1.0)
+        at_least("gamma", self.gamma, 0.0)
 
 
 @dataclass(frozen=True)
@@ -220,9 +192,9 @@ class PackParams(_Params):
     minimum_effective_score: float | None = None
 
     def __post_init__(self) -> None:
-        _whole("budget", self.budget, 1, 1000)
+        whole("budget", self.budget, 1, 1000)
         if self.token_budget is not None:
-            _whole("token_budget", self.token_budget, 1)
+            whole("token_budget", self.token_budget, 1)
         if not isinstance(self.role_quotas, Mapping):
             raise ConfigurationError(
                 f"role_quotas must be a mapping of role to count, got {type(self.role_quotas).__name__}"
@@ -230,15 +202,15 @@ class PackParams(_Params):
         for role, quota in self.role_quotas.items():
             if role not in ROLES:
                 raise ConfigurationError(f"role_quotas has unknown role {role!r}; roles are {', '.join(ROLES)}")
-            _whole(f"role_quotas[{role!r}]", quota, 0)
+            whole(f"role_quotas[{role!r}]", quota, 0)
         # Freeze the mapping so a caller mutating its dict cannot change a logged pack.
         object.__setattr__(self, "role_quotas", dict(sorted(self.role_quotas.items())))
         if self.family_cap is not None:
-            _whole("family_cap", self.family_cap, 1)
-        _at_least("overlap_decay", self.overlap_decay, 0.0)
-        _between("overlap_hard_threshold", self.overlap_hard_threshold, 0.0, 1.0)
+            whole("family_cap", self.family_cap, 1)
+        at_least("overlap_decay", self.overlap_decay, 0.0)
+        between("overlap_hard_threshold", self.overlap_hard_threshold, 0.0, 1.0)
         if self.minimum_effective_score is not None:
-            _finite("minimum_effective_score", self.minimum_effective_score)
+            finite("minimum_effective_score", self.minimum_effective_score)
 
 
 def check_mode(mode: str) -> Mode:

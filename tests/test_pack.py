@@ -282,3 +282,56 @@ def test_stage_one_leaves_the_sessions_search_settings_alone(dsn: str, hashing: 
         ).fetchone()
         assert settings == ("7", "off")
         conn.rollback()
+
+
+def test_lexical_scores_are_bm25_over_english_lexemes(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    from pgmem.retrieval.stage_one import Hints, run_stage_one, stage_one_arguments
+
+    texts = ["Zebras run fast.", "The zebra sleeps; zebras sleep a lot.", "Lions hunt zebras at night.", "Rain."]
+    pgmem.ingest(conn, make_spans(texts), embedder=hashing)
+    question = "Do zebras sleep at night?"
+    pool = run_stage_one(
+        conn,
+        stage_one_arguments("default", hashing.name, hashing.embed([question])[0], question, Hints(), StageOneParams()),
+    )
+    # Recompute BM25 from the stored tsvectors: tf from positions, idf from document frequency.
+    rows = conn.execute(
+        "SELECT text, (SELECT array_agg(array[u.lexeme, coalesce(cardinality(u.positions), 1)::text])"
+        " FROM unnest(lexemes) AS u), lexeme_count FROM pgmem.notes"
+    ).fetchall()
+    query_terms = {r[0] for r in conn.execute("SELECT lexeme FROM unnest(to_tsvector('english', %s))", (question,))}
+    notes = {text: ({lex: int(tf) for lex, tf in pairs}, length) for text, pairs, length in rows}
+    n = len(notes)
+    average = sum(length for _, length in notes.values()) / n
+    df = {t: sum(1 for tfs, _ in notes.values() if t in tfs) for t in query_terms}
+
+    def bm25(text: str) -> float:
+        tfs, length = notes[text]
+        return sum(
+            math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+            * tfs[t]
+            * 2.2
+            / (tfs[t] + 1.2 * (0.25 + 0.75 * length / average))
+            for t in query_terms
+            if t in tfs
+        )
+
+    best = max(bm25(t) for t in texts)
+    for candidate in pool.candidates:
+        assert math.isclose(candidate.lexical_score, bm25(candidate.text) / best, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def test_lexical_screening_keeps_only_the_rarest_terms(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    from pgmem.retrieval.stage_one import Hints, run_stage_one, stage_one_arguments
+
+    texts = [f"common word number {i}" for i in range(6)] + ["a rare aardvark with common fur"]
+    pgmem.ingest(conn, make_spans(texts), embedder=hashing)
+    question = "common aardvark"
+    vector = hashing.embed(["unrelated vector for the dense side"])[0]
+    screened = StageOneParams(k_dense=1, k_lex=10, lex_max_postings=1)
+    pool = run_stage_one(conn, stage_one_arguments("default", hashing.name, vector, question, Hints(), screened))
+    lexical_hits = [c for c in pool.candidates if c.lexical_score > 0 and "aardvark" in c.text]
+    assert len(lexical_hits) == 1 and pool.size <= 2
+    everything = StageOneParams(k_dense=1, k_lex=10)
+    pool = run_stage_one(conn, stage_one_arguments("default", hashing.name, vector, question, Hints(), everything))
+    assert pool.size == 7

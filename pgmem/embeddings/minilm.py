@@ -18,7 +18,8 @@ import numpy as np
 import numpy.typing as npt
 
 from pgmem.embeddings.base import Vectors, as_text_list
-from pgmem.errors import ConfigurationError, EmbeddingError
+from pgmem.errors import EmbeddingError
+from pgmem.validate import whole
 
 if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
@@ -109,10 +110,10 @@ class MiniLMEmbedder:
         tokenizer_dir: str | Path | None = None,
         model_path: str | Path | None = None,
     ) -> None:
-        _check_whole("batch_size", batch_size, 1)
-        _check_whole("max_tokens", max_tokens, 2, MAX_POSITIONS)
+        whole("MiniLMEmbedder batch_size", batch_size, 1)
+        whole("MiniLMEmbedder max_tokens", max_tokens, 2, MAX_POSITIONS)
         if intra_op_num_threads is not None:
-            _check_whole("intra_op_num_threads", intra_op_num_threads, 1)
+            whole("MiniLMEmbedder intra_op_num_threads", intra_op_num_threads, 1)
         self.batch_size = batch_size
         self.max_tokens = max_tokens
         self.intra_op_num_threads = intra_op_num_threads
@@ -222,11 +223,3 @@ def _mean_pool(hidden: npt.NDArray[np.float32], attention_mask: npt.NDArray[np.i
     norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
     unit: Vectors = (pooled / norms).astype(np.float32)
     return unit
-
-
-def _check_whole(name: str, value: int, low: int, high: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigurationError(f"MiniLMEmbedder {name} must be a whole number, got {value!r}")
-    if value < low or (high is not None and value > high):
-        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
-        raise ConfigurationError(f"MiniLMEmbedder {name} must be {bound}, got {value!r}")

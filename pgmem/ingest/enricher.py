@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from pgmem.errors import ConfigurationError
 from pgmem.params import ROLES
+from pgmem.validate import at_least, between, whole
 
 
 @dataclass(frozen=True)
@@ -89,12 +90,12 @@ class EnricherConfig:
     extraction_weight: float = 0.2
 
     def __post_init__(self) -> None:
-        if not 0 <= self.keyword_budget <= 64:
-            raise ConfigurationError(f"keyword_budget must be in [0, 64], got {self.keyword_budget}")
-        if not 0 <= self.source_prior <= 1:
-            raise ConfigurationError(f"source_prior must be in [0, 1], got {self.source_prior}")
+        whole("keyword_budget", self.keyword_budget, 0, 64)
+        between("source_prior", self.source_prior, 0.0, 1.0)
+        for name in ("prior_weight", "quality_weight", "extraction_weight"):
+            at_least(name, getattr(self, name), 0.0)
         weights = (self.prior_weight, self.quality_weight, self.extraction_weight)
-        if min(weights) < 0 or sum(weights) <= 0:
+        if sum(weights) <= 0:
             raise ConfigurationError(
                 f"prior_weight, quality_weight and extraction_weight must be >= 0 with a positive sum, got {weights}"
             )

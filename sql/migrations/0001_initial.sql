@@ -174,6 +174,20 @@ BEGIN
 END;
 $$;
 
+-- BM25 weight of one query term in one note: idf * tf * (k1 + 1) /
+-- (tf + k1 * (1 - b + b * length / average_length)). A plain expression, so the planner
+-- inlines it; stage one sums it over the query terms a note contains.
+CREATE FUNCTION pgmem.bm25_term_v1(
+    idf double precision,
+    tf double precision,
+    k1 double precision,
+    b double precision,
+    length double precision,
+    average_length double precision
+) RETURNS double precision
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average_length));
+
 -- Stage one of the read path (DESIGN §3.1) as one statement: dense top-k through the
 -- model's HNSW index, lexical top-k by BM25 over the rarest query terms, their union
 -- scored (weighted cosine + weighted normalised BM25 + bounded facet and link boosts),
@@ -295,15 +309,17 @@ BEGIN
         SELECT string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''', ' | ')::tsquery AS tsq
         FROM screening_terms
     ),
+    query_vector AS (
+        SELECT greatest($6::float8 / greatest($5, 1), 1) AS average_length
+    ),
     lexical AS (
         SELECT n.note_id
         FROM screening_query AS sq
         JOIN pgmem.notes AS n ON n.lexemes @@ sq.tsq
+        CROSS JOIN query_vector AS qv
         CROSS JOIN LATERAL (
-            SELECT sum(qt.idf * (coalesce(cardinality(u.positions), 1) * ($11 + 1))
-                       / (coalesce(cardinality(u.positions), 1)
-                          + $11 * (1 - $12 + $12 * n.lexeme_count / greatest($6::float8 / greatest($5, 1), 1))))
-                   AS bm25
+            SELECT sum(pgmem.bm25_term_v1(qt.idf, coalesce(cardinality(u.positions), 1), $11, $12,
+                                          n.lexeme_count, qv.average_length)) AS bm25
             FROM unnest(n.lexemes) AS u JOIN query_terms AS qt ON qt.lexeme = u.lexeme
         ) AS score
         WHERE $8 > 0 AND n.namespace = $1 AND n.model_id = %1$s
@@ -327,16 +343,15 @@ BEGIN
     scored AS (
         SELECT n.*,
                1 - (n.embedding::%2$s <=> $3::%2$s) AS cosine,
-               coalesce(bm.bm25, 0) AS bm25
+               coalesce(score.bm25, 0) AS bm25
         FROM candidates AS c
         JOIN pgmem.notes AS n ON n.namespace = $1 AND n.note_id = c.note_id
+        CROSS JOIN query_vector AS qv
         CROSS JOIN LATERAL (
-            SELECT sum(qt.idf * (coalesce(cardinality(u.positions), 1) * ($11 + 1))
-                       / (coalesce(cardinality(u.positions), 1)
-                          + $11 * (1 - $12 + $12 * n.lexeme_count / greatest($6::float8 / greatest($5, 1), 1))))
-                   AS bm25
+            SELECT sum(pgmem.bm25_term_v1(qt.idf, coalesce(cardinality(u.positions), 1), $11, $12,
+                                          n.lexeme_count, qv.average_length)) AS bm25
             FROM unnest(n.lexemes) AS u JOIN query_terms AS qt ON qt.lexeme = u.lexeme
-        ) AS bm
+        ) AS score
     ),
     relevance AS (
         SELECT s.*,
