@@ -5,8 +5,8 @@ small, fixed-budget evidence pack for a question with :func:`pack`.
 
 >>> import pgmem
 >>> conn = pgmem.connect()            # embedded PostgreSQL, migrated
->>> pgmem.ingest(conn, [pgmem.Span(document_id="d1", text="Ada founded Acme.", start=0,
-...                                end=17, family="wiki")])
+>>> result = pgmem.ingest(conn, [pgmem.Span(document_id="d1", text="Ada founded Acme.",
+...                                         start=0, end=17, family="wiki")])
 >>> pgmem.pack(conn, "Who founded Acme?").items[0].text
 'Ada founded Acme.'
 """

@@ -14,7 +14,7 @@ from psycopg.types.json import Jsonb
 
 from pgmem.db.errors import database_errors
 from pgmem.db.queries import query
-from pgmem.embeddings import Embedder, embed_unique, get_embedder
+from pgmem.embeddings import Embedder, embed_unique, resolve_embedder
 from pgmem.errors import ConfigurationError, InputError
 from pgmem.ingest.enricher import Enricher
 from pgmem.ingest.spans import check_namespace, parse_timestamp
@@ -80,7 +80,7 @@ def ingest(
         conn,
         spans,
         namespace=namespace,
-        embedder=get_embedder(embedder),
+        embedder=resolve_embedder(embedder),
         enricher=enricher,
         progress=progress,
     )
@@ -236,7 +236,7 @@ def pack(
         if value is not None and not isinstance(value, kind):
             raise ConfigurationError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
     packing = _packing(packing, budget, token_budget, role_quotas, family_cap)
-    model = get_embedder(embedder)
+    model = resolve_embedder(embedder)
 
     query_vector = embed_unique(model, [question])[0]
     embedded = time.perf_counter()

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from pgmem.api import ingest, pack
-from pgmem.embeddings import Embedder, get_embedder
+from pgmem.embeddings import Embedder, resolve_embedder
 from pgmem.render import print_pack
 from pgmem.types import Pack, Span
 
@@ -72,7 +72,7 @@ def run_demo(
 ) -> dict[str, Any]:
     """Run the demo on ``conn`` and print it; returns the figures it printed."""
     console = console or Console()
-    model = get_embedder(embedder)
+    model = resolve_embedder(embedder)
     spans, questions = load_corpus()
     answerable = [q for q in questions if q.evidence]
     console.rule("[bold]pgmem demo[/bold]: MultiHop-RAG sample (ODC-BY 1.0), family = publisher")

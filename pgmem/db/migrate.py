@@ -61,6 +61,11 @@ def run_sql_file(name: str) -> None:
     driver.execute(script)
 
 
+def _stamped_revision(raw: psycopg.Connection[Any]) -> str | None:
+    row = raw.execute("SELECT version_num FROM pgmem.alembic_version").fetchone()
+    return str(row[0]) if row else None
+
+
 def _open_migration_engine(conn: psycopg.Connection[Any] | str) -> Any:
     from sqlalchemy import create_engine
     from sqlalchemy.pool import NullPool
@@ -110,7 +115,7 @@ def migrate(conn: psycopg.Connection[Any] | str) -> str:
             if not has_version:
                 raw.execute((sql_dir() / "schema.sql").read_text(encoding="utf-8"))
                 command.stamp(config, head)
-            else:
+            elif _stamped_revision(raw) != head:
                 command.upgrade(config, "head")
     finally:
         engine.dispose()

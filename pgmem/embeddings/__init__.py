@@ -8,7 +8,13 @@ string such as ``"minilm"``, ``"hashing:256"`` or ``"openai:text-embedding-3-sma
 
 from __future__ import annotations
 
-from pgmem.embeddings.base import Embedder, default_embedder_spec, embed_unique, get_embedder
+from pgmem.embeddings.base import (
+    Embedder,
+    default_embedder_spec,
+    embed_unique,
+    get_embedder,
+    resolve_embedder,
+)
 from pgmem.embeddings.hashing import HashingEmbedder
 from pgmem.embeddings.minilm import MiniLMEmbedder
 from pgmem.embeddings.openai_http import OpenAIEmbedder
@@ -21,4 +27,5 @@ __all__ = [
     "default_embedder_spec",
     "embed_unique",
     "get_embedder",
+    "resolve_embedder",
 ]

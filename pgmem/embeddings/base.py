@@ -8,6 +8,7 @@ zero vectors into an HNSW index.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import threading
@@ -160,6 +161,12 @@ def default_embedder_spec() -> str:
     return os.environ.get(ENVIRONMENT_VARIABLE, "").strip() or DEFAULT_SPEC
 
 
+def resolve_embedder(choice: Embedder | str | None) -> Embedder:
+    """The embedder asked for; when ``choice`` is None, the one ``$PGMEM_EMBEDDER`` names,
+    else the bundled MiniLM. This is how the public API and the CLI pick one."""
+    return get_embedder(choice if choice is not None else default_embedder_spec())
+
+
 _bundled_lock = threading.Lock()
 _bundled: MiniLMEmbedder | None = None
 
@@ -218,6 +225,13 @@ def get_embedder(spec: str | Embedder | None) -> Embedder:
         if _looks_like_embedder(spec):
             return spec
         raise ConfigurationError(f"embedder must be a spec string or an Embedder, got {type(spec).__name__}")
+    return _from_spec(spec)
+
+
+@functools.lru_cache(maxsize=32)
+def _from_spec(spec: str) -> Embedder:
+    # One instance per spec and process: an OpenAI embedder discovers its dimension
+    # with a request, which must not be repeated for every pack.
     kind, _, option = spec.strip().partition(":")
     kind = kind.lower()
     option = option.strip()
