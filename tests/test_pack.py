@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import math
 import tempfile
+import uuid
 from typing import Any
 
 import psycopg
 import pytest
 from helpers import make_spans
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import pgmem
 from pgmem.embeddings import HashingEmbedder
@@ -335,3 +338,54 @@ def test_lexical_screening_keeps_only_the_rarest_terms(conn: psycopg.Connection[
     everything = StageOneParams(k_dense=1, k_lex=10)
     pool = run_stage_one(conn, stage_one_arguments("default", hashing.name, vector, question, Hints(), everything))
     assert pool.size == 7
+
+
+VOCABULARY = ["acme", "founder", "paris", "zebra", "engine", "river", "music", "cheese", "rocket", "garden"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    notes=st.lists(
+        st.tuples(st.integers(0, 3), st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=6)),
+        min_size=1,
+        max_size=40,
+    ),
+    query=st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=4),
+    k=st.integers(1, 30),
+)
+def test_sql_pool_aggregates_match_numpy_on_any_store(
+    conn: psycopg.Connection[Any],
+    hashing: HashingEmbedder,
+    notes: list[tuple[int, list[str]]],
+    query: list[str],
+    k: int,
+) -> None:
+    from pgmem.retrieval.stage_one import Hints, run_stage_one, stage_one_arguments
+
+    namespace = f"prop-{uuid.uuid4().hex[:10]}"
+    spans = []
+    for i, (family, words) in enumerate(notes):
+        text = " ".join(words) + f" n{i}"
+        spans.append(
+            pgmem.Span(
+                document_id=f"d{i % 3}", text=text, start=i * 100, end=i * 100 + len(text), family=f"fam{family}"
+            )
+        )
+    pgmem.ingest(conn, spans, namespace=namespace, embedder=hashing)
+    question = " ".join(query)
+    params = StageOneParams(k_dense=k, k_lex=k)
+    pool = run_stage_one(
+        conn, stage_one_arguments(namespace, hashing.name, hashing.embed([question])[0], question, Hints(), params)
+    )
+    reference = Pool.from_candidates(pool.candidates)
+    assert 1 <= pool.size <= min(len(notes), 2 * k)
+    assert (pool.size, [f.family for f in pool.families], [f.count for f in pool.families]) == (
+        reference.size,
+        [f.family for f in reference.families],
+        [f.count for f in reference.families],
+    )
+    assert math.isclose(pool.mean, reference.mean, abs_tol=1e-9)
+    assert math.isclose(pool.variance, reference.variance, abs_tol=1e-9)
+    assert math.isclose(pool.entropy, reference.entropy, abs_tol=1e-9)
+    for mine, theirs in zip(pool.families, reference.families, strict=True):
+        assert math.isclose(mine.score_sum, theirs.score_sum, abs_tol=1e-9)

@@ -1,0 +1,111 @@
+"""Lexical stage one at scale: rare-term screening against exact BM25 (a benchmark).
+
+Builds a namespace of N notes (default 300,000) from the shared data's real sentences
+(LoCoMo turns, HotpotQA sentences, MultiHop-RAG facts) recombined into new sentences
+(the first half of one, the second half of another, so the vocabulary and its skew are
+real), with a tiny hashing embedder so the dense side costs nothing. Then, for LoCoMo
+questions, it compares the lexical top-50 of stage one as shipped (screening by the
+rarest terms, `lex_max_postings` 20,000) with exact BM25 over every matching note
+(screening unbounded), and prints the overlap (recall of the exact top-50) and the
+latency of both.
+
+    .venv/bin/python benchmarks/bench_lexical.py [--notes 300000] [--questions 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import pgmem
+from pgmem.embeddings import HashingEmbedder
+from pgmem.retrieval.stage_one import Hints, run_stage_one, stage_one_arguments
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def real_sentences(data: Path) -> tuple[list[str], list[str]]:
+    sentences: list[str] = []
+    questions: list[str] = []
+    for conversation in json.loads((data / "locomo" / "locomo_dev5.json").read_text(encoding="utf-8")):
+        turns = conversation["conversation"]
+        session = 1
+        while f"session_{session}" in turns:
+            sentences += [turn["text"] for turn in turns[f"session_{session}"]]
+            session += 1
+        questions += [qa["question"] for qa in conversation["qa"] if qa.get("category") != 5]
+    for item in json.loads((data / "hotpotqa_dev_sample" / "hotpot_dev_distractor_v1_100.json").read_text()):
+        for _title, paragraph in item["context"]:
+            sentences += [s.strip() for s in paragraph if s.strip()]
+    truth = json.loads((data / "multihop_rag_sample" / "ground_truth.json").read_text(encoding="utf-8"))
+    sentences += sorted({e["fact"] for v in truth.values() for e in v["evidence_list"]})
+    return sentences, questions
+
+
+def synthetic(sentences: list[str], count: int, seed: int = 7) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        a, b = rng.choice(sentences).split(), rng.choice(sentences).split()
+        out.append(" ".join(a[: max(1, len(a) // 2)] + b[len(b) // 2 :]))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--notes", type=int, default=300_000)
+    parser.add_argument("--questions", type=int, default=200)
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--dsn")
+    args = parser.parse_args()
+    if args.dsn is None and "PGMEM_HOME" not in os.environ:
+        os.environ["PGMEM_HOME"] = tempfile.mkdtemp(prefix="pgmem-lexical-")
+    embedder = HashingEmbedder(dimension=8)
+    sentences, questions = real_sentences(args.data)
+    texts = synthetic(sentences, args.notes)
+    with pgmem.connect(args.dsn, migrate=True) as conn:
+        started = time.perf_counter()
+        for first in range(0, len(texts), 10_000):
+            spans = [
+                pgmem.Span(document_id=f"doc-{i}", text=t, start=0, end=len(t.encode("utf-8")), family=f"f{i % 50}")
+                for i, t in enumerate(texts[first : first + 10_000], start=first)
+            ]
+            pgmem.ingest(conn, spans, namespace="lexical", embedder=embedder)
+        print(f"{len(texts)} notes ingested in {time.perf_counter() - started:.0f} s")
+        conn.execute("VACUUM ANALYZE pgmem.notes")
+
+        asked = questions[: args.questions]
+        shipped = pgmem.StageOneParams(k_dense=1, k_lex=50)
+        exact = pgmem.StageOneParams(k_dense=1, k_lex=50, lex_max_terms=64, lex_max_postings=10**12)
+        overlaps, times = [], {"screened": [], "exact": []}
+        for question in asked:
+            vector = embedder.embed([question])[0]
+            results = {}
+            for label, params in (("screened", shipped), ("exact", exact)):
+                tick = time.perf_counter()
+                pool = run_stage_one(
+                    conn, stage_one_arguments("lexical", embedder.name, vector, question, Hints(), params)
+                )
+                times[label].append((time.perf_counter() - tick) * 1000)
+                ranked = sorted(pool.candidates, key=lambda c: (-c.lexical_score, c.note_id))
+                results[label] = {c.note_id for c in ranked[:50] if c.lexical_score > 0}
+            if results["exact"]:
+                overlaps.append(len(results["screened"] & results["exact"]) / len(results["exact"]))
+    print(f"{len(asked)} LoCoMo questions, lexical top-50:")
+    print(f"  recall of exact BM25 top-50 by the screened search: {100 * statistics.fmean(overlaps):.1f} %")
+    for label, values in times.items():
+        ordered = sorted(values)
+        print(
+            f"  stage one, {label:<8}: median {statistics.median(values):7.1f} ms"
+            f"  p95 {ordered[round(0.95 * (len(ordered) - 1))]:7.1f} ms"
+        )
+
+
+if __name__ == "__main__":
+    main()
