@@ -13,7 +13,7 @@ small, fixed-budget evidence pack for a question with :func:`pack`.
 
 from __future__ import annotations
 
-from pgmem.api import ingest, pack
+from pgmem.api import ForgetResult, forget, ingest, pack
 from pgmem.db.connection import connect
 from pgmem.db.migrate import migrate
 from pgmem.embeddings import Embedder, get_embedder
@@ -43,6 +43,7 @@ __all__ = [
     "EmbeddingError",
     "EmbeddingMismatchError",
     "FamilyCalibration",
+    "ForgetResult",
     "IngestResult",
     "InputError",
     "Pack",
@@ -54,6 +55,7 @@ __all__ = [
     "Span",
     "StageOneParams",
     "connect",
+    "forget",
     "get_embedder",
     "ingest",
     "migrate",

@@ -6,6 +6,7 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -15,9 +16,9 @@ from psycopg.types.json import Jsonb
 from pgmem.db.errors import database_errors
 from pgmem.db.queries import query
 from pgmem.embeddings import Embedder, embed_unique, resolve_embedder
-from pgmem.errors import ConfigurationError, InputError
+from pgmem.errors import ConfigurationError, DatabaseError, InputError
 from pgmem.ingest.enricher import Enricher
-from pgmem.ingest.spans import check_namespace, parse_timestamp
+from pgmem.ingest.spans import parse_timestamp
 from pgmem.ingest.writer import IngestResult
 from pgmem.ingest.writer import ingest as write_spans
 from pgmem.params import (
@@ -32,6 +33,7 @@ from pgmem.retrieval.calibrate import calibrate
 from pgmem.retrieval.packer import rank_and_pack
 from pgmem.retrieval.stage_one import Hints, run_stage_one, stage_one_arguments
 from pgmem.types import Diagnostics, Pack, Span
+from pgmem.validate import at_least, check_namespace
 
 #: Longest question accepted, in characters (the embedder reads far less).
 MAX_QUERY_CHARS = 4_096
@@ -178,6 +180,7 @@ def pack(
     packing: PackParams | None = None,
     embedder: Embedder | str | None = None,
     log: bool = False,
+    timeout: float | None = None,
 ) -> Pack:
     """Select a fixed-budget evidence pack for ``question`` from ``namespace``.
 
@@ -215,6 +218,10 @@ def pack(
     log : bool
         Persist the pack and its diagnostics to ``pgmem.pack_log`` (one more
         statement, in the caller's transaction if there is one).
+    timeout : float, optional
+        Seconds stage one may run; past it the statement is cancelled and
+        :class:`pgmem.DatabaseError` says so (inside a transaction, the transaction is
+        then aborted, as after any failed statement). Server-side limits still apply.
 
     Returns
     -------
@@ -236,11 +243,15 @@ def pack(
         if value is not None and not isinstance(value, kind):
             raise ConfigurationError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
     packing = _packing(packing, budget, token_budget, role_quotas, family_cap)
+    if timeout is not None:
+        at_least("timeout", timeout, 0.0, strict=True)
     model = resolve_embedder(embedder)
 
     query_vector = embed_unique(model, [question])[0]
     embedded = time.perf_counter()
-    pool = run_stage_one(conn, stage_one_arguments(namespace, model.name, query_vector, question, hints, stage_one))
+    pool = run_stage_one(
+        conn, stage_one_arguments(namespace, model.name, query_vector, question, hints, stage_one), timeout
+    )
     searched = time.perf_counter()
     calibrated = calibrate(pool, calibration, mode)
     result = rank_and_pack(pool, calibrated, packing)
@@ -301,3 +312,67 @@ def _log(conn: psycopg.Connection[Any], evidence: Pack) -> Pack:
     with database_errors("log pack"):
         conn.execute(query("log_pack"), {"pack": Jsonb(document)})
     return dataclasses.replace(evidence, pack_id=pack_id)
+
+
+@dataclass(frozen=True)
+class ForgetResult:
+    """What :func:`forget` removed: how many notes, and the audit record that says so."""
+
+    audit_id: int
+    notes_removed: int
+
+
+def forget(
+    conn: psycopg.Connection[Any],
+    *,
+    namespace: str,
+    reason: str,
+    note_ids: Sequence[str] | None = None,
+    document_id: str | None = None,
+    family: str | None = None,
+) -> ForgetResult:
+    """Erase notes for good: by note ids, by document or by family, with a reason.
+
+    The one way notes leave the store (they are otherwise immutable). The notes'
+    content is deleted and ``pgmem.forget_audit`` records who asked, when, what (the
+    selector and the removed note ids — no content) and why. Runs the privileged SQL
+    function ``pgmem.forget_v1``: the caller must own the schema or be a member of
+    ``pgmem_admin``. Deleted rows leave the table files at the next VACUUM.
+
+    Parameters
+    ----------
+    conn : psycopg.Connection
+        A connection of the schema owner or a ``pgmem_admin`` member.
+    namespace : str
+        The namespace to erase from.
+    reason : str
+        Why (required, kept in the audit table).
+    note_ids, document_id, family : exactly one
+        What to erase.
+    """
+    check_namespace(namespace)
+    selectors = {"notes": note_ids, "document": document_id, "family": family}
+    given = [(scope, value) for scope, value in selectors.items() if value is not None]
+    if len(given) != 1:
+        raise InputError("forget needs exactly one of note_ids, document_id or family")
+    if not isinstance(reason, str) or not reason.strip():
+        raise InputError("forget: reason must be a non-empty string")
+    scope, value = given[0]
+    if scope == "notes":
+        if isinstance(value, str) or not value:
+            raise InputError("forget: note_ids must be a non-empty list of note ids")
+        try:
+            selector = [str(uuid.UUID(str(v))) for v in value]
+        except ValueError:
+            raise InputError(f"forget: note_ids must be UUIDs, got {list(value)!r}") from None
+    elif not isinstance(value, str) or not value:
+        raise InputError(f"forget: {scope} must be a non-empty string")
+    else:
+        selector = [value]
+    with database_errors("forget"):
+        row = conn.execute(
+            query("forget"), {"namespace": namespace, "scope": scope, "selector": selector, "reason": reason}
+        ).fetchone()
+    if row is None:
+        raise DatabaseError("forget: pgmem.forget_v1 returned nothing")
+    return ForgetResult(audit_id=int(row[0]), notes_removed=int(row[1]))

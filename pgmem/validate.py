@@ -4,8 +4,12 @@ names the parameter and the allowed range."""
 from __future__ import annotations
 
 import math
+import re
 
-from pgmem.errors import ConfigurationError
+from pgmem.errors import ConfigurationError, InputError
+
+#: What a namespace may be (the same rule as the CHECK constraint in sql/schema.sql).
+NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$")
 
 
 def finite(name: str, value: float) -> None:
@@ -34,3 +38,13 @@ def whole(name: str, value: int, low: int, high: int | None = None) -> None:
     if value < low or (high is not None and value > high):
         bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
         raise ConfigurationError(f"{name} must be {bound}, got {value!r}")
+
+
+def check_namespace(namespace: object) -> str:
+    """Return ``namespace`` if valid, else raise InputError saying the rule."""
+    if not isinstance(namespace, str) or not NAMESPACE_PATTERN.match(namespace):
+        raise InputError(
+            f"namespace must be 1-128 characters of letters, digits and _.:@/- starting with a"
+            f" letter or digit, got {namespace!r}"
+        )
+    return namespace

@@ -82,3 +82,6 @@ SELECT pgmem.log_pack_v1(%(pack)s::jsonb) AS pack_id;
 SELECT m.name, m.dimension
 FROM pgmem.namespaces AS n JOIN pgmem.embedding_models AS m USING (model_id)
 WHERE n.namespace = %(namespace)s;
+
+-- name: forget --
+SELECT audit_id, notes_removed FROM pgmem.forget_v1(%(namespace)s, %(scope)s, %(selector)s::text[], %(reason)s);

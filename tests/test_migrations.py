@@ -23,7 +23,6 @@ def _pg_dump(dsn: str) -> str:
             str(binary),
             "--schema-only",
             "--no-owner",
-            "--no-privileges",
             "--schema=pgmem",
             "--exclude-table=pgmem.alembic_version",
             "--restrict-key=pgmem",

@@ -389,3 +389,15 @@ def test_sql_pool_aggregates_match_numpy_on_any_store(
     assert math.isclose(pool.entropy, reference.entropy, abs_tol=1e-9)
     for mine, theirs in zip(pool.families, reference.families, strict=True):
         assert math.isclose(mine.score_sum, theirs.score_sum, abs_tol=1e-9)
+
+
+def test_a_pack_past_its_timeout_is_cancelled_with_a_clear_error(dsn: str, hashing: HashingEmbedder) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn, psycopg.connect(dsn) as locker:
+        pgmem.ingest(conn, make_spans(["a note to wait for"]), embedder=hashing)
+        locker.execute("LOCK TABLE pgmem.notes IN ACCESS EXCLUSIVE MODE")  # stage one now blocks
+        with pytest.raises(pgmem.DatabaseError, match=r"pack: exceeded its timeout of 0.3 s"):
+            pgmem.pack(conn, "note", embedder=hashing, timeout=0.3)
+        locker.rollback()
+        assert pgmem.pack(conn, "note", embedder=hashing, timeout=30).items  # the connection is still usable
+    with pytest.raises(pgmem.ConfigurationError, match="timeout must be > 0"):
+        pgmem.pack(conn, "note", embedder=hashing, timeout=0)

@@ -10,9 +10,11 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgmem.db.errors import database_errors
 from pgmem.errors import ConfigurationError, DatabaseError
+from pgmem.validate import check_namespace
 
 EMBEDDED_DATABASE = "pgmem"
 
@@ -70,12 +72,22 @@ def embedded_dsn(home: Path | None = None, database: str = EMBEDDED_DATABASE) ->
     return str(server.get_uri(database))
 
 
+def bind_namespace(conninfo: str, namespace: str) -> str:
+    """``conninfo`` with the session setting ``pgmem.namespace`` set at connection start."""
+    # The namespace pattern admits no spaces, quotes or backslashes, so it is safe
+    # inside libpq's options string.
+    check_namespace(namespace)
+    options = conninfo_to_dict(conninfo).get("options") or ""
+    return make_conninfo(conninfo, options=f"{options} -c pgmem.namespace={namespace}".strip())
+
+
 def connect(
     dsn: str | None = None,
     *,
     home: str | os.PathLike[str] | None = None,
     autocommit: bool = True,
     migrate: bool | None = None,
+    namespace: str | None = None,
 ) -> psycopg.Connection[Any]:
     """Open a connection to pgmem's database.
 
@@ -92,6 +104,11 @@ def connect(
     migrate : bool, optional
         Bring the schema up to date after connecting. Defaults to True for the embedded
         server (pgmem owns that database) and False for a DSN (run ``pgmem migrate``).
+    namespace : str, optional
+        Bind the session to one namespace (the ``pgmem.namespace`` setting). For login
+        roles that are members of ``pgmem_reader`` / ``pgmem_writer``, row-level security
+        then shows only that namespace, and only if the role was granted it
+        (``pgmem.grant_namespace_v1``); see docs/security.md.
 
     Returns
     -------
@@ -101,6 +118,8 @@ def connect(
     given = dsn or os.environ.get("PGMEM_DSN") or None
     embedded = given is None
     conninfo = given or embedded_dsn(Path(home) if home is not None else None)
+    if namespace is not None:
+        conninfo = bind_namespace(conninfo, namespace)
     with database_errors("connect"):
         conn = psycopg.connect(conninfo, autocommit=autocommit)
     if migrate if migrate is not None else embedded:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -19,6 +21,37 @@ from pgmem.errors import (
 #: SQLSTATEs raised by pgmem's own SQL (sql/schema.sql).
 NOTE_IMMUTABLE = "PM001"
 EMBEDDING_MISMATCH = "PM002"
+
+
+@contextmanager
+def deadline(conn: psycopg.Connection[Any], seconds: float | None, action: str) -> Iterator[None]:
+    """Cancel the statement running inside the block after ``seconds``.
+
+    A client-side timer sends PostgreSQL a cancel request, so no extra statement (and
+    no round trip) is spent on a per-call ``statement_timeout``; the cancelled
+    statement raises :class:`DatabaseError` saying the timeout was exceeded.
+    """
+    if seconds is None:
+        yield
+        return
+    fired = threading.Event()
+
+    def cancel() -> None:
+        fired.set()
+        conn.cancel_safe(timeout=5.0)
+
+    timer = threading.Timer(seconds, cancel)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    except pg_errors.QueryCanceled as exc:
+        if fired.is_set():
+            raise DatabaseError(f"{action}: exceeded its timeout of {seconds:g} s and was cancelled") from exc
+        raise
+    finally:
+        timer.cancel()
+        timer.join()
 
 
 @contextmanager

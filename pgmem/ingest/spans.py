@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,7 +20,6 @@ from pgmem.types import Span
 MAX_SPAN_BYTES = 16_384
 MAX_ID_CHARS = 512
 MAX_CONTEXT_CHARS = 1_024
-NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$")
 
 # Fixed namespace for uuid5 note ids; changing it would change every note id.
 _NOTE_ID_NAMESPACE = uuid.UUID("6f1c1a52-3c2e-5d0a-9a55-70676d656d31")
@@ -36,16 +34,6 @@ class ValidSpan:
     span: Span
     source_ts: datetime | None
     metadata: Mapping[str, Any]
-
-
-def check_namespace(namespace: object) -> str:
-    """Return ``namespace`` if valid, else raise InputError saying the rule."""
-    if not isinstance(namespace, str) or not NAMESPACE_PATTERN.match(namespace):
-        raise InputError(
-            f"namespace must be 1-128 characters of letters, digits and _.:@/- starting with a"
-            f" letter or digit, got {namespace!r}"
-        )
-    return namespace
 
 
 def note_id(namespace: str, document_id: str, start: int, end: int, text: str) -> str:

@@ -16,8 +16,9 @@ from pgmem.db.vectors import vector_literal
 from pgmem.embeddings import Embedder, embed_unique
 from pgmem.errors import InputError, SchemaError
 from pgmem.ingest.enricher import Enricher, Enrichment, RuleEnricher, SpanInput
-from pgmem.ingest.spans import ValidSpan, check_namespace, validate_span
+from pgmem.ingest.spans import ValidSpan, validate_span
 from pgmem.types import Span
+from pgmem.validate import check_namespace
 
 #: Spans embedded and copied per chunk; a batch of any size is still one transaction.
 CHUNK = 256

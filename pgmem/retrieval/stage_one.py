@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from pgmem.db.errors import database_errors
+from pgmem.db.errors import database_errors, deadline
 from pgmem.db.queries import query
 from pgmem.db.vectors import vector_literal
 from pgmem.params import StageOneParams
@@ -64,9 +64,12 @@ def stage_one_arguments(
     }
 
 
-def run_stage_one(conn: psycopg.Connection[Any], arguments: dict[str, Any]) -> Pool:
-    """Execute stage one (exactly one statement) and build the pool from its rows."""
-    with database_errors("pack"):
+def run_stage_one(conn: psycopg.Connection[Any], arguments: dict[str, Any], timeout: float | None = None) -> Pool:
+    """Execute stage one (exactly one statement) and build the pool from its rows.
+
+    ``timeout`` (seconds) cancels the statement when it runs longer.
+    """
+    with database_errors("pack"), deadline(conn, timeout, "pack"):
         # prepare=False: a server-side prepare would add a round trip on the Nth call,
         # and the dynamic SQL inside stage_one_v1 is planned per call anyway.
         rows = conn.execute(query("stage_one"), arguments, prepare=False).fetchall()
