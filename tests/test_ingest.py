@@ -152,38 +152,6 @@ def test_a_namespace_is_bound_to_one_embedding_model(conn: psycopg.Connection[An
     assert pgmem.pack(conn, "fine", embedder=other, namespace="small").items[0].text == "fine elsewhere"
 
 
-@pytest.mark.parametrize(
-    ("change", "message"),
-    [
-        ({"text": "   "}, "text must not be empty"),
-        ({"text": "nul\x00byte", "end": 8}, "NUL"),
-        ({"family": ""}, "family must not be empty"),
-        ({"start": -1}, "start must be >= 0"),
-        ({"end": 0}, "end must be greater than start"),
-        ({"role": "gossip"}, "role must be one of"),
-        ({"confidence": 1.5}, r"confidence must be a number in \[0, 1\]"),
-        ({"confidence": float("nan")}, "confidence must be a number"),
-        ({"source_ts": "yesterday-ish"}, "source_ts must be an ISO 8601 timestamp"),
-        ({"source_ts": "2023-05-08T10:00:00"}, "timezone-aware"),
-        ({"metadata": {"x": object()}}, "metadata must be JSON-serialisable"),
-    ],
-)
-def test_invalid_spans_name_the_field(
-    conn: psycopg.Connection[Any], hashing: HashingEmbedder, change: dict[str, Any], message: str
-) -> None:
-    fields: dict[str, Any] = {
-        "document_id": "d",
-        "text": "abcdefgh",
-        "start": 0,
-        "end": 8,
-        "family": "f",
-    }
-    fields.update(change)
-    with pytest.raises(pgmem.InputError, match=message):
-        pgmem.ingest(conn, [pgmem.Span(**fields)], embedder=hashing)
-    assert _count(conn) == 0
-
-
 def test_invalid_namespace_is_refused(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
     with pytest.raises(pgmem.InputError, match="namespace must be"):
         pgmem.ingest(conn, make_spans(["x"]), embedder=hashing, namespace="bad name; drop")

@@ -224,57 +224,6 @@ def test_logged_packs_feed_the_views(store: psycopg.Connection[Any], hashing: Ha
     assert store_families == [("blog", 3), ("forum", 4), ("reuters", 3)]
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "error", "message"),
-    [
-        ({"budget": 0}, pgmem.ConfigurationError, "budget must be in"),
-        ({"family_cap": 0}, pgmem.ConfigurationError, "family_cap must be"),
-        ({"role_quotas": {"fact": -1}}, pgmem.ConfigurationError, "role_quotas"),
-        ({"stage_one": "nope"}, pgmem.ConfigurationError, "stage_one must be a StageOneParams"),
-        (
-            {"time_range": ("2023-05-01T00:00:00+00:00", "2023-04-01T00:00:00+00:00")},
-            pgmem.InputError,
-            "end must be after",
-        ),
-        ({"roles": ["gossip"]}, pgmem.InputError, "roles must be"),
-        ({"namespace": "no spaces allowed"}, pgmem.InputError, "namespace must be"),
-    ],
-)
-def test_bad_pack_arguments_are_clear_errors(
-    store: psycopg.Connection[Any],
-    hashing: HashingEmbedder,
-    kwargs: dict[str, Any],
-    error: type[Exception],
-    message: str,
-) -> None:
-    with pytest.raises(error, match=message):
-        pgmem.pack(store, "question", embedder=hashing, **kwargs)
-
-
-@pytest.mark.parametrize(
-    ("question", "message"),
-    [("", "empty"), ("   ", "empty"), ("x" * 5000, "at most 4096"), ("a\x00b", "NUL")],
-)
-def test_bad_questions_are_input_errors(
-    store: psycopg.Connection[Any], hashing: HashingEmbedder, question: str, message: str
-) -> None:
-    with pytest.raises(pgmem.InputError, match=message):
-        pgmem.pack(store, question, embedder=hashing)
-
-
-def test_parameter_objects_validate(hashing: HashingEmbedder) -> None:
-    with pytest.raises(pgmem.ConfigurationError, match="tau must be > 0"):
-        pgmem.CalibrationParams(tau=0)
-    with pytest.raises(pgmem.ConfigurationError, match=r"alpha_prior must be in \[0.0, 1.0\]"):
-        pgmem.CalibrationParams(alpha_prior=1.5)
-    with pytest.raises(pgmem.ConfigurationError, match="shrinkage must be >= 0"):
-        pgmem.CalibrationParams(shrinkage=-1)
-    with pytest.raises(pgmem.ConfigurationError, match="k_dense must be in"):
-        pgmem.StageOneParams(k_dense=0)
-    with pytest.raises(pgmem.ConfigurationError, match="has no parameter 'gama'"):
-        pgmem.CalibrationParams.from_dict({"gama": 1})
-
-
 def test_stage_one_leaves_the_sessions_search_settings_alone(dsn: str, hashing: HashingEmbedder) -> None:
     with psycopg.connect(dsn) as conn:
         pgmem.ingest(conn, make_spans(["a note", "another note"]), embedder=hashing)

@@ -46,7 +46,7 @@ def note_id(namespace: str, document_id: str, start: int, end: int, text: str) -
 def _fail(index: int, span: object, field: str, rule: str) -> InputError:
     ident = getattr(span, "external_id", None) or getattr(span, "document_id", None)
     where = f"span {index}" + (f" ({ident!r})" if isinstance(ident, str) else "")
-    return InputError(f"{where}: {field} {rule}")
+    return InputError(f"{where}: {field} {rule}".replace(":  ", ": "))
 
 
 def _check_text_field(index: int, span: object, field: str, value: object, *, optional: bool, limit: int) -> None:
