@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 import psycopg
+from psycopg.types.json import Jsonb
 
 from pgmem.db.errors import database_errors, deadline
 from pgmem.db.queries import query
@@ -27,7 +28,9 @@ class Hints:
     keywords: tuple[str, ...] = ()
     handles: tuple[str, ...] = ()
     roles: tuple[str, ...] | None = None
-    derived: dict[str, Any] = field(default_factory=dict)
+    #: The metadata filter as compiled by pgmem.retrieval.filters (its JSON tree).
+    filter_tree: dict[str, Any] | None = None
+    filter_text: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -37,6 +40,7 @@ class Hints:
             "keywords": list(self.keywords),
             "handles": list(self.handles),
             "roles": list(self.roles) if self.roles is not None else None,
+            "where": self.filter_text,
         }
 
 
@@ -61,6 +65,7 @@ def stage_one_arguments(
         "keyword_hints": [k.lower() for k in hints.keywords],
         "handle_hints": list(hints.handles),
         "roles": list(hints.roles) if hints.roles is not None else None,
+        "filter": Jsonb(hints.filter_tree) if hints.filter_tree is not None else None,
     }
 
 

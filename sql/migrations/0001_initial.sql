@@ -188,6 +188,79 @@ CREATE FUNCTION pgmem.bm25_term_v1(
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average_length));
 
+-- Compile a metadata filter tree (built and allowlisted by pgmem.retrieval.filters from
+-- the caller's `where` text) into a boolean SQL expression over the notes alias n.
+-- Second line of defence: the operators and columns come from fixed lists here, and
+-- every value is quoted with %L, so no caller string ever becomes SQL text.
+CREATE FUNCTION pgmem.compile_filter_v1(node jsonb, depth integer DEFAULT 0) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    v_op text := node ->> 'op';
+    v_column text;
+    v_type text;
+    v_parts text[];
+BEGIN
+    IF depth > 32 OR jsonb_typeof(node) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'filter: malformed or too deeply nested node' USING ERRCODE = '22023';
+    END IF;
+    IF v_op IN ('and', 'or') THEN
+        SELECT array_agg('(' || pgmem.compile_filter_v1(a.value, depth + 1) || ')')
+        INTO v_parts FROM jsonb_array_elements(node -> 'args') AS a;
+        IF coalesce(cardinality(v_parts), 0) = 0 THEN
+            RAISE EXCEPTION 'filter: % needs operands', v_op USING ERRCODE = '22023';
+        END IF;
+        RETURN array_to_string(v_parts, CASE v_op WHEN 'and' THEN ' AND ' ELSE ' OR ' END);
+    ELSIF v_op = 'not' THEN
+        RETURN 'NOT (' || pgmem.compile_filter_v1(node -> 'arg', depth + 1) || ')';
+    END IF;
+
+    IF node -> 'column' ? 'metadata' THEN
+        v_column := format('(n.metadata ->> %L)', node -> 'column' ->> 'metadata');
+        v_type := 'text';
+    ELSE
+        CASE node -> 'column' ->> 'name'
+            WHEN 'role' THEN v_column := 'n.role'; v_type := 'text';
+            WHEN 'family' THEN v_column := 'n.family'; v_type := 'text';
+            WHEN 'document_id' THEN v_column := 'n.document_id'; v_type := 'text';
+            WHEN 'external_id' THEN v_column := 'n.external_id'; v_type := 'text';
+            WHEN 'context' THEN v_column := 'n.context'; v_type := 'text';
+            WHEN 'source_ts' THEN v_column := 'n.source_ts'; v_type := 'timestamptz';
+            WHEN 'created_at' THEN v_column := 'n.created_at'; v_type := 'timestamptz';
+            WHEN 'confidence' THEN v_column := 'n.confidence'; v_type := 'double precision';
+            ELSE
+                RAISE EXCEPTION 'filter: column % is not filterable', node -> 'column' USING ERRCODE = '22023';
+        END CASE;
+    END IF;
+
+    CASE v_op
+        WHEN '=', '!=', '<', '<=', '>', '>=' THEN
+            IF jsonb_typeof(node -> 'value') NOT IN ('string', 'number', 'boolean') THEN
+                RAISE EXCEPTION 'filter: % needs a scalar value', v_op USING ERRCODE = '22023';
+            END IF;
+            RETURN format('%s %s %L::%s', v_column, CASE v_op WHEN '!=' THEN '<>' ELSE v_op END,
+                          node ->> 'value', v_type);
+        WHEN 'in' THEN
+            IF jsonb_typeof(node -> 'values') IS DISTINCT FROM 'array' THEN
+                RAISE EXCEPTION 'filter: in needs a list of values' USING ERRCODE = '22023';
+            END IF;
+            RETURN format('%s = ANY (%L::%s[])', v_column,
+                          (SELECT coalesce(array_agg(v.value), '{}') FROM jsonb_array_elements_text(node -> 'values') AS v),
+                          v_type);
+        WHEN 'is_null' THEN
+            RETURN v_column || ' IS NULL';
+        WHEN 'is_not_null' THEN
+            RETURN v_column || ' IS NOT NULL';
+        WHEN 'like', 'ilike' THEN
+            IF v_type <> 'text' THEN
+                RAISE EXCEPTION 'filter: % applies to text columns only', v_op USING ERRCODE = '22023';
+            END IF;
+            RETURN format('%s %s %L', v_column, CASE v_op WHEN 'like' THEN 'LIKE' ELSE 'ILIKE' END, node ->> 'value');
+        ELSE
+            RAISE EXCEPTION 'filter: operator % is not allowed', v_op USING ERRCODE = '22023';
+    END CASE;
+END;
+$$;
+
 -- Stage one of the read path (DESIGN §3.1) as one statement: dense top-k through the
 -- model's HNSW index, lexical top-k by BM25 over the rarest query terms, their union
 -- scored (weighted cosine + weighted normalised BM25 + bounded facet and link boosts),
@@ -219,7 +292,8 @@ CREATE FUNCTION pgmem.stage_one_v1(
     handle_hints text[] DEFAULT '{}',
     handle_boost double precision DEFAULT 0.05,
     link_weight double precision DEFAULT 0.3,
-    roles text[] DEFAULT NULL
+    roles text[] DEFAULT NULL,
+    filter jsonb DEFAULT NULL
 )
     RETURNS TABLE (
         note_id uuid,
@@ -257,6 +331,8 @@ DECLARE
     v_iterative boolean := (SELECT string_to_array(e.extversion, '.')::integer[] >= '{0,8}'
                             FROM pg_extension AS e WHERE e.extname = 'vector');
     v_previous_scan text;
+    -- The caller's metadata filter, compiled from its allowlisted tree (true when none).
+    v_filter text := CASE WHEN filter IS NULL THEN 'true' ELSE pgmem.compile_filter_v1(filter) END;
 BEGIN
     IF k_dense < 1 OR k_lex < 0 THEN
         RAISE EXCEPTION 'stage_one_v1: k_dense must be >= 1 and k_lex >= 0, got % and %', k_dense, k_lex
@@ -323,7 +399,7 @@ BEGIN
             FROM unnest(n.lexemes) AS u JOIN query_terms AS qt ON qt.lexeme = u.lexeme
         ) AS score
         WHERE $8 > 0 AND n.namespace = $1 AND n.model_id = %1$s
-          AND ($24::text[] IS NULL OR n.role = ANY ($24))
+          AND ($24::text[] IS NULL OR n.role = ANY ($24)) AND (%3$s)
         ORDER BY score.bm25 DESC, n.note_id
         LIMIT $8
     ),
@@ -331,7 +407,7 @@ BEGIN
         SELECT n.note_id
         FROM pgmem.notes AS n
         WHERE n.namespace = $1 AND n.model_id = %1$s
-          AND ($24::text[] IS NULL OR n.role = ANY ($24))
+          AND ($24::text[] IS NULL OR n.role = ANY ($24)) AND (%3$s)
         ORDER BY n.embedding::%2$s <=> $3::%2$s
         LIMIT $7
     ),
@@ -426,7 +502,7 @@ BEGIN
            a.family_count::integer, a.family_score_sum, a.family_mean_confidence
     FROM aggregated AS a
     ORDER BY a.base_score DESC, a.note_id
-    $query$, v_model.model_id, v_vector_type)
+    $query$, v_model.model_id, v_vector_type, v_filter)
     USING p_namespace, p_model, p_query_embedding, p_query,
           v_model.note_count, v_model.lexeme_total, k_dense, k_lex, lex_max_terms,
           lex_max_postings, bm25_k1, bm25_b, dense_weight, lexical_weight,
