@@ -64,7 +64,7 @@ class StageOneParams(_Params):
         (default 8). All query terms still contribute to every candidate's BM25 score.
     lex_max_postings : int
         Screening stops adding terms once their summed document frequency would pass
-        this many notes (default 20000), so lexical search cost stays bounded as the
+        this many notes (default 5000), so lexical search cost stays bounded as the
         store grows; the rarest term is always used.
     bm25_k1, bm25_b : float
         BM25 term-frequency saturation and length normalisation (defaults 1.2, 0.75).
@@ -83,7 +83,7 @@ class StageOneParams(_Params):
     k_lex: int = 50
     ef_search: int = 100
     lex_max_terms: int = 8
-    lex_max_postings: int = 20000
+    lex_max_postings: int = 5000
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
     dense_weight: float = 0.7

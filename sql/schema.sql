@@ -322,7 +322,7 @@ CREATE FUNCTION pgmem.stage_one_v1(
     k_lex integer DEFAULT 50,
     ef_search integer DEFAULT 100,
     lex_max_terms integer DEFAULT 8,
-    lex_max_postings bigint DEFAULT 20000,
+    lex_max_postings bigint DEFAULT 5000,
     bm25_k1 double precision DEFAULT 1.2,
     bm25_b double precision DEFAULT 0.75,
     dense_weight double precision DEFAULT 0.7,
