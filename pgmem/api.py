@@ -30,6 +30,7 @@ from pgmem.params import (
     check_mode,
 )
 from pgmem.retrieval.calibrate import calibrate
+from pgmem.retrieval.filters import compile_filter
 from pgmem.retrieval.packer import rank_and_pack
 from pgmem.retrieval.stage_one import Hints, run_stage_one, stage_one_arguments
 from pgmem.types import Diagnostics, Pack, Span
@@ -175,6 +176,7 @@ def pack(
     time_range: tuple[datetime | str | None, datetime | str | None] | None = None,
     keywords: Sequence[str] | None = None,
     handles: Sequence[str] | None = None,
+    where: str | None = None,
     stage_one: StageOneParams | None = None,
     calibration: CalibrationParams | None = None,
     packing: PackParams | None = None,
@@ -211,6 +213,12 @@ def pack(
         Hints: notes tagged with them get bounded boosts in stage one.
     time_range : (start, end), optional
         Time hint; notes whose time tags (or source time) fall in it get a boost.
+    where : str, optional
+        A metadata filter such as ``"role = 'fact' AND source_ts >= '2023-05-01' AND
+        metadata->>'lang' = 'en'"``, applied inside stage one (so a selective filter
+        still fills the pool). Parsed and allowlisted in Python, compiled again with
+        quoted literals in the database; anything else is an InputError. See
+        docs/filters.md.
     stage_one, calibration, packing : parameter objects, optional
         Full control of every parameter (defaults documented on each class).
     embedder : Embedder or str, optional
@@ -233,6 +241,9 @@ def pack(
     question = _check_question(question)
     mode = check_mode(mode)
     hints = _hints(entities, time_range, keywords, handles, roles)
+    if where is not None:
+        compiled = compile_filter(where)
+        hints = dataclasses.replace(hints, filter_tree=compiled.tree, filter_text=compiled.expression)
     stage_one = stage_one or StageOneParams()
     calibration = calibration or CalibrationParams()
     for name, value, kind in (

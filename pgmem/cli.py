@@ -80,6 +80,8 @@ def _cmd_pack(args: argparse.Namespace, console: Console) -> int:
             roles=args.roles,
             embedder=args.embedder,
             log=args.log,
+            where=args.where,
+            timeout=args.timeout,
         )
     if args.json:
         sys.stdout.write(evidence.to_json(indent=2) + "\n")
@@ -121,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_pack.add_argument("--family-cap", type=int)
     p_pack.add_argument("--mode", choices=MODES, default="calibrated")
     p_pack.add_argument("--roles", nargs="+", choices=ROLES)
+    p_pack.add_argument("--where", help="metadata filter, e.g. \"role = 'fact' AND metadata->>'lang' = 'en'\"")
+    p_pack.add_argument("--timeout", type=float, help="seconds stage one may run")
     p_pack.add_argument("--log", action="store_true", help="persist the pack to pgmem.pack_log")
     p_pack.add_argument("--json", action="store_true", help="print the pack as JSON")
 

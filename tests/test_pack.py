@@ -350,3 +350,81 @@ def test_a_pack_past_its_timeout_is_cancelled_with_a_clear_error(dsn: str, hashi
         assert pgmem.pack(conn, "note", embedder=hashing, timeout=30).items  # the connection is still usable
     with pytest.raises(pgmem.ConfigurationError, match="timeout must be > 0"):
         pgmem.pack(conn, "note", embedder=hashing, timeout=0)
+
+
+def test_where_filters_apply_inside_stage_one(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    spans = []
+    for i in range(200):
+        text = f"Release note {i}: the widget pipeline changed in build {i}."
+        spans.append(
+            pgmem.Span(
+                document_id=f"doc{i}",
+                text=text,
+                start=0,
+                end=len(text),
+                family=f"team{i % 4}",
+                role="fact" if i % 20 else "claim",
+                source_ts=f"2023-{1 + i % 12:02d}-10T00:00:00+00:00",
+                metadata={"lang": "fr" if i % 50 == 0 else "en", "source": {"kind": "ci"}},
+            )
+        )
+    pgmem.ingest(conn, spans, embedder=hashing)
+    # A selective filter still fills the pool: 10 claims exist, k is 10.
+    claims = pgmem.pack(
+        conn,
+        "widget pipeline",
+        where="role = 'claim'",
+        embedder=hashing,
+        budget=10,
+        stage_one=StageOneParams(k_dense=10, k_lex=10),
+    )
+    assert len(claims.items) == 10 and all(i.role == "claim" for i in claims.items)
+    french = pgmem.pack(
+        conn, "widget", where="metadata->>'lang' = 'fr' AND family IN ('team0', 'team2')", embedder=hashing
+    )
+    assert {i.document_id for i in french.items} == {"doc0", "doc50", "doc100", "doc150"}
+    recent = pgmem.pack(
+        conn, "widget", where="source_ts >= '2023-12-01' AND NOT role = 'claim'", embedder=hashing, budget=50
+    )
+    assert recent.items and all(i.source_ts is not None and i.source_ts.month == 12 for i in recent.items)
+    assert recent.diagnostics.hints["where"] == "source_ts >= '2023-12-01' AND NOT role = 'claim'"
+    with pytest.raises(pgmem.InputError, match="where"):
+        pgmem.pack(conn, "widget", where="role = 'fact'; DROP TABLE pgmem.notes", embedder=hashing)
+    assert conn.execute("SELECT count(*) FROM pgmem.notes").fetchone() == (200,)
+
+
+@pytest.mark.parametrize(
+    "tree",
+    [
+        {"op": "=", "column": {"name": "ctid"}, "value": "(0,1)"},
+        {"op": "=", "column": {"name": "role; DROP TABLE pgmem.notes --"}, "value": "x"},
+        {"op": "= 1 OR 1 =", "column": {"name": "role"}, "value": "x"},
+        {"op": "=", "column": {"name": "role"}, "value": {"nested": "object"}},
+        {"op": "like", "column": {"name": "confidence"}, "value": "1%"},
+        {"op": "and", "args": []},
+        "not an object",
+    ],
+)
+def test_the_database_refuses_malformed_filter_trees(conn: psycopg.Connection[Any], tree: Any) -> None:
+    from psycopg.types.json import Jsonb
+
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="filter"):
+        conn.execute("SELECT pgmem.compile_filter_v1(%s)", (Jsonb(tree),))
+
+
+def test_the_database_quotes_every_filter_value(conn: psycopg.Connection[Any]) -> None:
+    from psycopg.types.json import Jsonb
+
+    tree = {
+        "op": "or",
+        "args": [
+            {"op": "=", "column": {"metadata": "x'); DROP TABLE t; --"}, "value": "it's"},
+            {"op": "in", "column": {"name": "family"}, "values": ["a,b", 'c"d', "e'f"]},
+        ],
+    }
+    row = conn.execute("SELECT pgmem.compile_filter_v1(%s)", (Jsonb(tree),)).fetchone()
+    assert row is not None
+    assert row[0] == (
+        "((n.metadata ->> 'x''); DROP TABLE t; --') = 'it''s'::text) OR "
+        '(n.family = ANY (E\'{"a,b","c\\\\"d",e\'\'f}\'::text[]))'
+    )
