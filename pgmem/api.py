@@ -30,7 +30,6 @@ from pgmem.params import (
     check_mode,
 )
 from pgmem.retrieval.calibrate import calibrate
-from pgmem.retrieval.filters import compile_filter
 from pgmem.retrieval.packer import rank_and_pack
 from pgmem.retrieval.stage_one import Hints, run_stage_one, stage_one_arguments
 from pgmem.types import Diagnostics, Pack, Span
@@ -242,6 +241,9 @@ def pack(
     mode = check_mode(mode)
     hints = _hints(entities, time_range, keywords, handles, roles)
     if where is not None:
+        # sqlglot costs ~60 ms to import: only packs with a filter pay it.
+        from pgmem.retrieval.filters import compile_filter
+
         compiled = compile_filter(where)
         hints = dataclasses.replace(hints, filter_tree=compiled.tree, filter_text=compiled.expression)
     stage_one = stage_one or StageOneParams()

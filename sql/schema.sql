@@ -271,7 +271,8 @@ BEGIN
             WHEN 'context' THEN v_column := 'n.context'; v_type := 'text';
             WHEN 'source_ts' THEN v_column := 'n.source_ts'; v_type := 'timestamptz';
             WHEN 'created_at' THEN v_column := 'n.created_at'; v_type := 'timestamptz';
-            WHEN 'confidence' THEN v_column := 'n.confidence'; v_type := 'double precision';
+            -- real, like the column: a double literal would never equal a stored 0.3.
+            WHEN 'confidence' THEN v_column := 'n.confidence'; v_type := 'real';
             ELSE
                 RAISE EXCEPTION 'filter: column % is not filterable', node -> 'column' USING ERRCODE = '22023';
         END CASE;
@@ -281,6 +282,11 @@ BEGIN
         WHEN '=', '!=', '<', '<=', '>', '>=' THEN
             IF jsonb_typeof(node -> 'value') NOT IN ('string', 'number', 'boolean') THEN
                 RAISE EXCEPTION 'filter: % needs a scalar value', v_op USING ERRCODE = '22023';
+            END IF;
+            IF v_type = 'timestamptz' AND node ->> 'value' !~ '(Z|[+-][0-9]{2}(:?[0-9]{2})?)$' THEN
+                -- A time without an offset means UTC, whatever the session's time zone.
+                RETURN format('%s %s (%L::timestamp AT TIME ZONE %L)', v_column,
+                              CASE v_op WHEN '!=' THEN '<>' ELSE v_op END, node ->> 'value', 'UTC');
             END IF;
             RETURN format('%s %s %L::%s', v_column, CASE v_op WHEN '!=' THEN '<>' ELSE v_op END,
                           node ->> 'value', v_type);

@@ -428,3 +428,22 @@ def test_the_database_quotes_every_filter_value(conn: psycopg.Connection[Any]) -
         "((n.metadata ->> 'x''); DROP TABLE t; --') = 'it''s'::text) OR "
         '(n.family = ANY (E\'{"a,b","c\\\\"d",e\'\'f}\'::text[]))'
     )
+
+
+def test_filter_values_compare_like_the_stored_columns(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    conn.execute("SET TIME ZONE 'America/New_York'")
+    text = "Confidence and time filters."
+    span = pgmem.Span(
+        document_id="d",
+        text=text,
+        start=0,
+        end=len(text),
+        family="f",
+        confidence=0.3,
+        source_ts="2023-05-01T02:00:00+00:00",
+    )
+    pgmem.ingest(conn, [span], embedder=hashing)
+    assert pgmem.pack(conn, "filters", where="confidence = 0.3", embedder=hashing).items
+    # Without an offset a time is UTC: 02:00 UTC is after 01:00 UTC (it is 22:00 the day before in New York).
+    assert pgmem.pack(conn, "filters", where="source_ts > '2023-05-01T01:00:00'", embedder=hashing).items
+    assert not pgmem.pack(conn, "filters", where="source_ts > '2023-05-01T03:00:00'", embedder=hashing).items
