@@ -29,10 +29,7 @@ TABLES = (
 
 def snapshot(conn: psycopg.Connection[Any]) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every pgmem table, in a stable order (test-only fixed table names)."""
-    return {
-        table: sorted(conn.execute(f"SELECT t::text FROM pgmem.{table} AS t").fetchall())
-        for table in TABLES
-    }
+    return {table: sorted(conn.execute(f"SELECT t::text FROM pgmem.{table} AS t").fetchall()) for table in TABLES}
 
 
 class BrokenEmbedder:
@@ -218,3 +215,37 @@ def test_every_error_shares_the_root() -> None:
         pgmem.DatabaseError,
     ):
         assert issubclass(error, pgmem.PgmemError)
+
+
+class CarelessEnricher:
+    """A custom enricher with bugs: its output must be refused before the database."""
+
+    def __init__(self, **wrong: Any) -> None:
+        from pgmem.ingest.enricher import RuleEnricher
+
+        self.inner = RuleEnricher()
+        self.wrong = wrong
+
+    def enrich(self, span: Any) -> Any:
+        import dataclasses
+
+        return dataclasses.replace(self.inner.enrich(span), **self.wrong)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "message"),
+    [
+        ({"role": "rumour"}, "the enricher returned role 'rumour'"),
+        ({"confidence": 1.7}, r"the enricher returned confidence 1.7; it must be a number in \[0, 1\]"),
+        ({"context": "x\x00y"}, "the enricher returned an invalid context"),
+    ],
+)
+def test_a_custom_enrichers_mistakes_are_input_errors(
+    seeded: psycopg.Connection[Any], hashing: HashingEmbedder, wrong: dict[str, Any], message: str
+) -> None:
+    before = snapshot(seeded)
+    with pytest.raises(pgmem.InputError, match=f"span 0: {message}"):
+        pgmem.ingest(
+            seeded, make_spans(["new text"], document_id="e"), embedder=hashing, enricher=CarelessEnricher(**wrong)
+        )
+    assert snapshot(seeded) == before

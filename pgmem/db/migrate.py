@@ -8,6 +8,8 @@ schema.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -61,6 +63,19 @@ def run_sql_file(name: str) -> None:
     driver.execute(script)
 
 
+@contextmanager
+def _unwrap_sqlalchemy(wrapper: type[Exception]) -> Iterator[None]:
+    # SQLAlchemy wraps driver errors raised while it connects; hand the psycopg error
+    # itself to database_errors so it becomes the usual pgmem error.
+    try:
+        yield
+    except wrapper as exc:
+        original = getattr(exc, "orig", None)
+        if isinstance(original, psycopg.Error):
+            raise original from exc
+        raise
+
+
 def _stamped_revision(raw: psycopg.Connection[Any]) -> str | None:
     row = raw.execute("SELECT version_num FROM pgmem.alembic_version").fetchone()
     return str(row[0]) if row else None
@@ -93,13 +108,15 @@ def migrate(conn: psycopg.Connection[Any] | str) -> str:
         on a separate connection of their own and commit; the caller's connection and
         its transaction are left untouched.
     """
+    from sqlalchemy.exc import DBAPIError
+
     from alembic import command
 
     config = _alembic_config()
     head = head_revision()
     engine = _open_migration_engine(conn)
     try:
-        with database_errors("migrate"), engine.begin() as sa_conn:
+        with database_errors("migrate"), _unwrap_sqlalchemy(DBAPIError), engine.begin() as sa_conn:
             raw = sa_conn.connection.driver_connection
             raw.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             version = raw.execute(

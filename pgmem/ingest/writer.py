@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,8 @@ from pgmem.db.vectors import vector_literal
 from pgmem.embeddings import Embedder, embed_unique
 from pgmem.errors import InputError, SchemaError
 from pgmem.ingest.enricher import Enricher, Enrichment, RuleEnricher, SpanInput
-from pgmem.ingest.spans import ValidSpan, validate_span
+from pgmem.ingest.spans import MAX_CONTEXT_CHARS, ValidSpan, validate_span
+from pgmem.params import ROLES
 from pgmem.types import Span
 from pgmem.validate import check_namespace
 
@@ -49,6 +51,31 @@ def _dedupe(valid: list[ValidSpan]) -> list[ValidSpan]:
                 " source_ts, external_id or metadata; a note is written once"
             )
     return unique
+
+
+def _checked(item: ValidSpan, facets: Enrichment) -> Enrichment:
+    """An enricher's output, checked before it reaches the database (a custom enricher
+    is caller code: its mistakes get the same clear errors as a bad span)."""
+    where = f"span {item.index}: the enricher returned"
+    if facets.role not in ROLES:
+        raise InputError(f"{where} role {facets.role!r}; roles are {', '.join(ROLES)}")
+    c = facets.confidence
+    if isinstance(c, bool) or not isinstance(c, int | float) or not math.isfinite(c) or not 0 <= c <= 1:
+        raise InputError(f"{where} confidence {c!r}; it must be a number in [0, 1]")
+    if not isinstance(facets.context, str) or "\x00" in facets.context or len(facets.context) > MAX_CONTEXT_CHARS:
+        raise InputError(f"{where} an invalid context (a string of at most {MAX_CONTEXT_CHARS} characters, no NUL)")
+    for entity in facets.entities:
+        if not 0 <= entity.confidence <= 1:
+            raise InputError(f"{where} entity {entity.text!r} with confidence {entity.confidence!r} outside [0, 1]")
+    for tag in facets.time_tags:
+        if not 0 <= tag.confidence <= 1 or tag.end <= tag.start or tag.start.tzinfo is None:
+            raise InputError(
+                f"{where} an invalid time tag {tag.text!r} (aware datetimes, end after start, confidence in [0, 1])"
+            )
+    for value in (*facets.keywords, *facets.handles):
+        if not isinstance(value, str) or "\x00" in value:
+            raise InputError(f"{where} a keyword or handle that is not a NUL-free string: {value!r}")
+    return facets
 
 
 def _local_links(conn: psycopg.Connection[Any], namespace: str, batch: list[ValidSpan]) -> dict[str, list[str]]:
@@ -146,16 +173,19 @@ def ingest(
         return IngestResult(note_ids=tuple(v.note_id for v in checked), inserted=0, skipped=len(valid))
     enricher = enricher or RuleEnricher()
     facets = [
-        enricher.enrich(
-            SpanInput(
-                text=v.span.text,
-                family=v.span.family,
-                source_ts=v.source_ts,
-                role=v.span.role,
-                confidence=v.span.confidence,
-                context=v.span.context,
-                metadata=v.metadata,
-            )
+        _checked(
+            v,
+            enricher.enrich(
+                SpanInput(
+                    text=v.span.text,
+                    family=v.span.family,
+                    source_ts=v.source_ts,
+                    role=v.span.role,
+                    confidence=v.span.confidence,
+                    context=v.span.context,
+                    metadata=v.metadata,
+                ),
+            ),
         )
         for v in fresh
     ]
