@@ -235,32 +235,48 @@ CREATE FUNCTION pgmem.bm25_term_v1(
 
 -- Compile a metadata filter tree (built and allowlisted by pgmem.retrieval.filters from
 -- the caller's `where` text) into a boolean SQL expression over the notes alias n.
--- Second line of defence: the operators and columns come from fixed lists here, and
--- every value is quoted with %L, so no caller string ever becomes SQL text.
-CREATE FUNCTION pgmem.compile_filter_v1(node jsonb, depth integer DEFAULT 0) RETURNS text
+-- Second line of defence: operators and columns come from fixed lists here, and no
+-- caller string becomes SQL text at all: every value (and metadata key) is read at run
+-- time from the tree itself, passed as the bind parameter named by p_param, through a
+-- path this function builds from array positions and fixed keys.
+CREATE FUNCTION pgmem.compile_filter_v1(
+    node jsonb,
+    p_param text DEFAULT '$1',
+    path text[] DEFAULT '{}',
+    depth integer DEFAULT 0
+) RETURNS text
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 DECLARE
     v_op text := node ->> 'op';
     v_column text;
     v_type text;
+    v_value text;
     v_parts text[];
 BEGIN
     IF depth > 32 OR jsonb_typeof(node) IS DISTINCT FROM 'object' THEN
         RAISE EXCEPTION 'filter: malformed or too deeply nested node' USING ERRCODE = '22023';
     END IF;
+    IF p_param !~ '^\$[0-9]{1,3}$' THEN
+        RAISE EXCEPTION 'filter: p_param must name a bind parameter such as $1' USING ERRCODE = '22023';
+    END IF;
     IF v_op IN ('and', 'or') THEN
-        SELECT array_agg('(' || pgmem.compile_filter_v1(a.value, depth + 1) || ')')
-        INTO v_parts FROM jsonb_array_elements(node -> 'args') AS a;
+        SELECT array_agg('(' || pgmem.compile_filter_v1(a.value, p_param,
+                                                         path || ARRAY['args', (a.position - 1)::text],
+                                                         depth + 1) || ')' ORDER BY a.position)
+        INTO v_parts FROM jsonb_array_elements(node -> 'args') WITH ORDINALITY AS a (value, position);
         IF coalesce(cardinality(v_parts), 0) = 0 THEN
             RAISE EXCEPTION 'filter: % needs operands', v_op USING ERRCODE = '22023';
         END IF;
         RETURN array_to_string(v_parts, CASE v_op WHEN 'and' THEN ' AND ' ELSE ' OR ' END);
     ELSIF v_op = 'not' THEN
-        RETURN 'NOT (' || pgmem.compile_filter_v1(node -> 'arg', depth + 1) || ')';
+        RETURN 'NOT (' || pgmem.compile_filter_v1(node -> 'arg', p_param, path || ARRAY['arg'], depth + 1) || ')';
     END IF;
 
     IF node -> 'column' ? 'metadata' THEN
-        v_column := format('(n.metadata ->> %L)', node -> 'column' ->> 'metadata');
+        IF jsonb_typeof(node -> 'column' -> 'metadata') IS DISTINCT FROM 'string' THEN
+            RAISE EXCEPTION 'filter: a metadata key must be a string' USING ERRCODE = '22023';
+        END IF;
+        v_column := format('(n.metadata ->> (%s #>> %L))', p_param, path || ARRAY['column', 'metadata']);
         v_type := 'text';
     ELSE
         CASE node -> 'column' ->> 'name'
@@ -271,7 +287,7 @@ BEGIN
             WHEN 'context' THEN v_column := 'n.context'; v_type := 'text';
             WHEN 'source_ts' THEN v_column := 'n.source_ts'; v_type := 'timestamptz';
             WHEN 'created_at' THEN v_column := 'n.created_at'; v_type := 'timestamptz';
-            -- real, like the column: a double literal would never equal a stored 0.3.
+            -- real, like the column: a double value would never equal a stored 0.3.
             WHEN 'confidence' THEN v_column := 'n.confidence'; v_type := 'real';
             ELSE
                 RAISE EXCEPTION 'filter: column % is not filterable', node -> 'column' USING ERRCODE = '22023';
@@ -283,34 +299,41 @@ BEGIN
             IF jsonb_typeof(node -> 'value') NOT IN ('string', 'number', 'boolean') THEN
                 RAISE EXCEPTION 'filter: % needs a scalar value', v_op USING ERRCODE = '22023';
             END IF;
-            IF v_type = 'timestamptz' AND node ->> 'value' !~ '(Z|[+-][0-9]{2}(:?[0-9]{2})?)$' THEN
-                -- A time without an offset means UTC, whatever the session's time zone.
-                RETURN format('%s %s (%L::timestamp AT TIME ZONE %L)', v_column,
-                              CASE v_op WHEN '!=' THEN '<>' ELSE v_op END, node ->> 'value', 'UTC');
-            END IF;
-            RETURN format('%s %s %L::%s', v_column, CASE v_op WHEN '!=' THEN '<>' ELSE v_op END,
-                          node ->> 'value', v_type);
+            v_value := pgmem.filter_value_v1(format('(%s #>> %L)', p_param, path || ARRAY['value']), v_type);
+            RETURN format('%s %s %s', v_column, CASE v_op WHEN '!=' THEN '<>' ELSE v_op END, v_value);
         WHEN 'in' THEN
             IF jsonb_typeof(node -> 'values') IS DISTINCT FROM 'array' THEN
                 RAISE EXCEPTION 'filter: in needs a list of values' USING ERRCODE = '22023';
             END IF;
-            RETURN format('%s = ANY (%L::%s[])', v_column,
-                          (SELECT coalesce(array_agg(v.value), '{}') FROM jsonb_array_elements_text(node -> 'values') AS v),
-                          v_type);
+            RETURN format('%s = ANY (ARRAY(SELECT %s FROM jsonb_array_elements_text(%s #> %L) AS v (value)))',
+                          v_column, pgmem.filter_value_v1('v.value', v_type), p_param, path || ARRAY['values']);
         WHEN 'is_null' THEN
             RETURN v_column || ' IS NULL';
         WHEN 'is_not_null' THEN
             RETURN v_column || ' IS NOT NULL';
         WHEN 'like', 'ilike' THEN
-            IF v_type <> 'text' THEN
-                RAISE EXCEPTION 'filter: % applies to text columns only', v_op USING ERRCODE = '22023';
+            IF v_type <> 'text' OR jsonb_typeof(node -> 'value') IS DISTINCT FROM 'string' THEN
+                RAISE EXCEPTION 'filter: % applies to text columns and patterns only', v_op USING ERRCODE = '22023';
             END IF;
-            RETURN format('%s %s %L', v_column, CASE v_op WHEN 'like' THEN 'LIKE' ELSE 'ILIKE' END, node ->> 'value');
+            RETURN format('%s %s (%s #>> %L)', v_column, CASE v_op WHEN 'like' THEN 'LIKE' ELSE 'ILIKE' END,
+                          p_param, path || ARRAY['value']);
         ELSE
             RAISE EXCEPTION 'filter: operator % is not allowed', v_op USING ERRCODE = '22023';
     END CASE;
 END;
 $$;
+
+-- The SQL expression turning a text value expression into a column's type. A time
+-- without an offset means UTC, whatever the session's time zone.
+CREATE FUNCTION pgmem.filter_value_v1(expression text, value_type text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE value_type
+        WHEN 'timestamptz' THEN format(
+            'CASE WHEN %1$s ~ ''(Z|[+-][0-9]{2}(:?[0-9]{2})?)$'' THEN (%1$s)::timestamptz'
+            ' ELSE (%1$s)::timestamp AT TIME ZONE ''UTC'' END', expression)
+        WHEN 'real' THEN format('(%s)::real', expression)
+        ELSE format('(%s)::text', expression)
+    END;
 
 -- Stage one of the read path (DESIGN §3.1) as one statement: dense top-k through the
 -- model's HNSW index, lexical top-k by BM25 over the rarest query terms, their union
@@ -383,7 +406,7 @@ DECLARE
                             FROM pg_extension AS e WHERE e.extname = 'vector');
     v_previous_scan text;
     -- The caller's metadata filter, compiled from its allowlisted tree (true when none).
-    v_filter text := CASE WHEN filter IS NULL THEN 'true' ELSE pgmem.compile_filter_v1(filter) END;
+    v_filter text := CASE WHEN filter IS NULL THEN 'true' ELSE pgmem.compile_filter_v1(filter, '$26') END;
 BEGIN
     IF k_dense < 1 OR k_lex < 0 THEN
         RAISE EXCEPTION 'stage_one_v1: k_dense must be >= 1 and k_lex >= 0, got % and %', k_dense, k_lex
@@ -559,7 +582,7 @@ BEGIN
           lex_max_postings, bm25_k1, bm25_b, dense_weight, lexical_weight,
           (SELECT coalesce(array_agg(DISTINCT lower(h)), '{}') FROM unnest(entity_hints) AS h),
           entity_boost, time_from, time_to, time_boost,
-          keyword_hints, keyword_boost, handle_hints, handle_boost, roles, link_weight;
+          keyword_hints, keyword_boost, handle_hints, handle_boost, roles, link_weight, filter;
 
     IF v_iterative THEN
         PERFORM set_config('hnsw.iterative_scan', coalesce(v_previous_scan, 'off'), true);
@@ -873,7 +896,7 @@ GRANT SELECT ON pgmem.embedding_models, pgmem.namespaces, pgmem.lexeme_stats, pg
     pgmem.pack_variance_floor_rate_v1, pgmem.pack_entropy_distribution_v1,
     pgmem.family_regularizer_stats_v1 TO pgmem_reader;
 GRANT INSERT ON pgmem.pack_log, pgmem.pack_log_families TO pgmem_reader;
-GRANT EXECUTE ON FUNCTION pgmem.stage_one_v1, pgmem.compile_filter_v1, pgmem.bm25_term_v1, pgmem.tsvector_token_count,
+GRANT EXECUTE ON FUNCTION pgmem.stage_one_v1, pgmem.compile_filter_v1, pgmem.filter_value_v1, pgmem.bm25_term_v1, pgmem.tsvector_token_count,
     pgmem.note_lexemes, pgmem.log_pack_v1, pgmem.may_use_namespace_v1, pgmem.session_namespace_v1
     TO pgmem_reader;
 

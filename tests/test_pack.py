@@ -412,38 +412,28 @@ def test_the_database_refuses_malformed_filter_trees(conn: psycopg.Connection[An
         conn.execute("SELECT pgmem.compile_filter_v1(%s)", (Jsonb(tree),))
 
 
-def test_the_database_quotes_every_filter_value(conn: psycopg.Connection[Any]) -> None:
+def test_no_filter_value_becomes_sql_text(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
     from psycopg.types.json import Jsonb
 
+    hostile = "x'); DROP TABLE pgmem.notes; --"
     tree = {
         "op": "or",
         "args": [
-            {"op": "=", "column": {"metadata": "x'); DROP TABLE t; --"}, "value": "it's"},
-            {"op": "in", "column": {"name": "family"}, "values": ["a,b", 'c"d', "e'f"]},
+            {"op": "=", "column": {"metadata": hostile}, "value": hostile},
+            {"op": "in", "column": {"name": "family"}, "values": ["a,b", 'c"d', hostile]},
+            {"op": "like", "column": {"name": "context"}, "value": hostile + "%"},
         ],
     }
-    row = conn.execute("SELECT pgmem.compile_filter_v1(%s)", (Jsonb(tree),)).fetchone()
+    row = conn.execute("SELECT pgmem.compile_filter_v1(%s, '$26')", (Jsonb(tree),)).fetchone()
     assert row is not None
-    assert row[0] == (
-        "((n.metadata ->> 'x''); DROP TABLE t; --') = 'it''s'::text) OR "
-        '(n.family = ANY (E\'{"a,b","c\\\\"d",e\'\'f}\'::text[]))'
+    compiled = row[0]
+    assert "DROP" not in compiled and 'c"d' not in compiled and "a,b" not in compiled
+    assert compiled.startswith(
+        "((n.metadata ->> ($26 #>> '{args,0,column,metadata}')) = (($26 #>> '{args,0,value}'))::text)"
     )
-
-
-def test_filter_values_compare_like_the_stored_columns(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
-    conn.execute("SET TIME ZONE 'America/New_York'")
-    text = "Confidence and time filters."
-    span = pgmem.Span(
-        document_id="d",
-        text=text,
-        start=0,
-        end=len(text),
-        family="f",
-        confidence=0.3,
-        source_ts="2023-05-01T02:00:00+00:00",
-    )
+    # The values still select what they say, read from the bind parameter at run time.
+    text = "Hostile strings are data."
+    span = pgmem.Span(document_id="d", text=text, start=0, end=len(text), family=hostile, metadata={hostile: hostile})
     pgmem.ingest(conn, [span], embedder=hashing)
-    assert pgmem.pack(conn, "filters", where="confidence = 0.3", embedder=hashing).items
-    # Without an offset a time is UTC: 02:00 UTC is after 01:00 UTC (it is 22:00 the day before in New York).
-    assert pgmem.pack(conn, "filters", where="source_ts > '2023-05-01T01:00:00'", embedder=hashing).items
-    assert not pgmem.pack(conn, "filters", where="source_ts > '2023-05-01T03:00:00'", embedder=hashing).items
+    assert pgmem.pack(conn, "data", where=f"family = '{hostile.replace(chr(39), chr(39) * 2)}'", embedder=hashing).items
+    assert conn.execute("SELECT count(*) FROM pgmem.notes").fetchone() == (1,)

@@ -255,7 +255,7 @@ GRANT SELECT ON pgmem.embedding_models, pgmem.namespaces, pgmem.lexeme_stats, pg
     pgmem.pack_variance_floor_rate_v1, pgmem.pack_entropy_distribution_v1,
     pgmem.family_regularizer_stats_v1 TO pgmem_reader;
 GRANT INSERT ON pgmem.pack_log, pgmem.pack_log_families TO pgmem_reader;
-GRANT EXECUTE ON FUNCTION pgmem.stage_one_v1, pgmem.compile_filter_v1, pgmem.bm25_term_v1, pgmem.tsvector_token_count,
+GRANT EXECUTE ON FUNCTION pgmem.stage_one_v1, pgmem.compile_filter_v1, pgmem.filter_value_v1, pgmem.bm25_term_v1, pgmem.tsvector_token_count,
     pgmem.note_lexemes, pgmem.log_pack_v1, pgmem.may_use_namespace_v1, pgmem.session_namespace_v1
     TO pgmem_reader;
 
