@@ -70,10 +70,12 @@ def multihop(conn: object, model: pgmem.Embedder) -> list[Question]:
     return [(NAMESPACE, q.question, list(q.evidence)) for q in questions if q.evidence]
 
 
-def recall(conn: object, questions: list[Question], model: pgmem.Embedder, mode: str) -> float:
+def recall(
+    conn: object, questions: list[Question], model: pgmem.Embedder, mode: str, stage_one: pgmem.StageOneParams
+) -> float:
     scores = []
     for namespace, question, gold in questions:
-        pack = pgmem.pack(conn, question, namespace=namespace, mode=mode, embedder=model)  # type: ignore[arg-type]
+        pack = pgmem.pack(conn, question, namespace=namespace, mode=mode, embedder=model, stage_one=stage_one)  # type: ignore[arg-type]
         packed = {item.external_id for item in pack.items}
         scores.append(sum(1 for g in gold if g in packed) / len(gold))
     return 100 * statistics.fmean(scores)
@@ -84,9 +86,17 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     parser.add_argument("--only", choices=("locomo", "multihop"))
     parser.add_argument("--dsn")
+    parser.add_argument(
+        "--stage-one",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="StageOneParams overrides, e.g. '{\"link_weight\": 0}'; repeat to compare settings",
+    )
     args = parser.parse_args()
-    if args.dsn is None:
+    if args.dsn is None and "PGMEM_HOME" not in os.environ:
         os.environ["PGMEM_HOME"] = tempfile.mkdtemp(prefix="pgmem-recall-")
+    settings = [json.loads(text) for text in args.stage_one] or [{}]
     model = get_embedder("minilm")
     with pgmem.connect(args.dsn, migrate=True) as conn:
         sets = {
@@ -96,13 +106,19 @@ def main() -> None:
         for name, load in sets.items():
             if args.only and not name.lower().startswith(args.only[:5]):
                 continue
-            started = time.perf_counter()
             questions = load()
-            figures = {mode: recall(conn, questions, model, mode) for mode in ("relevance", "calibrated")}
-            print(
-                f"{name}: {len(questions)} questions, recall@8 relevance {figures['relevance']:.1f},"
-                f" calibrated {figures['calibrated']:.1f} ({time.perf_counter() - started:.0f} s)"
-            )
+            for overrides in settings:
+                started = time.perf_counter()
+                stage_one = pgmem.StageOneParams.from_dict(overrides)
+                figures = {
+                    mode: recall(conn, questions, model, mode, stage_one) for mode in ("relevance", "calibrated")
+                }
+                print(
+                    f"{name} {json.dumps(overrides)}: {len(questions)} questions, recall@8 relevance"
+                    f" {figures['relevance']:.1f}, calibrated {figures['calibrated']:.1f}"
+                    f" ({time.perf_counter() - started:.0f} s)",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

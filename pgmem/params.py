@@ -77,6 +77,10 @@ class StageOneParams(_Params):
     link_weight : float
         Fraction of the best relevance among a candidate's linked notes in the pool
         that is added to its score as the link boost (default 0.3, 0..1).
+    neighbour_seeds : int
+        The best this-many dense and lexical candidates pull their neighbours into the
+        pool: the previous and next span of their document and the notes they link to
+        (default 10; 0 turns it off; 0..100).
     """
 
     k_dense: int = 50
@@ -93,6 +97,7 @@ class StageOneParams(_Params):
     keyword_boost: float = 0.05
     handle_boost: float = 0.05
     link_weight: float = 0.3
+    neighbour_seeds: int = 10
 
     def __post_init__(self) -> None:
         whole("k_dense", self.k_dense, 1, 1000)
@@ -100,6 +105,7 @@ class StageOneParams(_Params):
         whole("ef_search", self.ef_search, 1, 1000)
         whole("lex_max_terms", self.lex_max_terms, 1, 64)
         whole("lex_max_postings", self.lex_max_postings, 1)
+        whole("neighbour_seeds", self.neighbour_seeds, 0, 100)
         at_least("bm25_k1", self.bm25_k1, 0.0)
         between("bm25_b", self.bm25_b, 0.0, 1.0)
         at_least("dense_weight", self.dense_weight, 0.0)

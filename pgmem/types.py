@@ -84,10 +84,25 @@ class Candidate:
     facet_boost: float
     link_boost: float
     base_score: float
+    entity_boost: float = 0.0
+    time_boost: float = 0.0
+    keyword_boost: float = 0.0
+    handle_boost: float = 0.0
 
     @property
     def citation(self) -> Citation:
         return Citation(self.document_id, self.span_start, self.span_end)
+
+    @property
+    def boosts(self) -> dict[str, float]:
+        """What each bounded boost added to the base score (facets and link)."""
+        return {
+            "entity": self.entity_boost,
+            "time": self.time_boost,
+            "keyword": self.keyword_boost,
+            "handle": self.handle_boost,
+            "link": self.link_boost,
+        }
 
 
 @dataclass(frozen=True)
@@ -144,6 +159,7 @@ class PackItem:
     lexical_score: float
     facet_boost: float
     link_boost: float
+    boosts: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,8 @@ SELECT * FROM pgmem.stage_one_v1(
     time_boost => %(time_boost)s,
     keyword_hints => %(keyword_hints)s::text[], keyword_boost => %(keyword_boost)s,
     handle_hints => %(handle_hints)s::text[], handle_boost => %(handle_boost)s,
-    link_weight => %(link_weight)s, roles => %(roles)s::text[], filter => %(filter)s::jsonb);
+    link_weight => %(link_weight)s, roles => %(roles)s::text[], filter => %(filter)s::jsonb,
+    neighbour_seeds => %(neighbour_seeds)s);
 
 -- name: log_pack --
 SELECT pgmem.log_pack_v1(%(pack)s::jsonb) AS pack_id;

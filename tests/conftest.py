@@ -10,6 +10,8 @@ A template database is migrated once per session and cloned for every test.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +33,7 @@ def _with_database(dsn: str, database: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def server_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def server_dsn() -> Iterator[str]:
     """An admin DSN of a PostgreSQL server with pgvector available."""
     if os.environ.get("PGMEM_TEST_DSN"):
         yield os.environ["PGMEM_TEST_DSN"]
@@ -43,9 +45,13 @@ def server_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     else:
         import pgserver
 
-        server = pgserver.get_server(tmp_path_factory.mktemp("pgdata"), cleanup_mode="delete")
+        # Not under pytest's basetemp: pytest prunes old basetemp folders when another
+        # pytest run starts, which would delete a running server's data directory.
+        folder = Path(tempfile.mkdtemp(prefix="pgmem-test-"))
+        server = pgserver.get_server(folder / "pgdata", cleanup_mode="delete")
         yield server.get_uri()
         server.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

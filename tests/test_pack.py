@@ -140,7 +140,8 @@ def test_stage_one_is_callable_from_plain_sql(store: psycopg.Connection[Any], ha
 
     vector = vector_literal(hashing.embed(["cheese"])[0])
     rows = store.execute(
-        "SELECT text, pool_size FROM pgmem.stage_one_v1('default', %s, %s::vector, 'cheese', k_dense => 3, k_lex => 2)",
+        "SELECT text, pool_size FROM pgmem.stage_one_v1('default', %s, %s::vector, 'cheese',"
+        " k_dense => 3, k_lex => 2, neighbour_seeds => 0)",
         (hashing.name, vector),
     ).fetchall()
     assert 1 <= len(rows) <= 5 and rows[0][1] == len(rows)
@@ -280,11 +281,11 @@ def test_lexical_screening_keeps_only_the_rarest_terms(conn: psycopg.Connection[
     pgmem.ingest(conn, make_spans(texts), embedder=hashing)
     question = "common aardvark"
     vector = hashing.embed(["unrelated vector for the dense side"])[0]
-    screened = StageOneParams(k_dense=1, k_lex=10, lex_max_postings=1)
+    screened = StageOneParams(k_dense=1, k_lex=10, lex_max_postings=1, neighbour_seeds=0)
     pool = run_stage_one(conn, stage_one_arguments("default", hashing.name, vector, question, Hints(), screened))
     lexical_hits = [c for c in pool.candidates if c.lexical_score > 0 and "aardvark" in c.text]
     assert len(lexical_hits) == 1 and pool.size <= 2
-    everything = StageOneParams(k_dense=1, k_lex=10)
+    everything = StageOneParams(k_dense=1, k_lex=10, neighbour_seeds=0)
     pool = run_stage_one(conn, stage_one_arguments("default", hashing.name, vector, question, Hints(), everything))
     assert pool.size == 7
 
@@ -322,7 +323,7 @@ def test_sql_pool_aggregates_match_numpy_on_any_store(
         )
     pgmem.ingest(conn, spans, namespace=namespace, embedder=hashing)
     question = " ".join(query)
-    params = StageOneParams(k_dense=k, k_lex=k)
+    params = StageOneParams(k_dense=k, k_lex=k, neighbour_seeds=0)
     pool = run_stage_one(
         conn, stage_one_arguments(namespace, hashing.name, hashing.embed([question])[0], question, Hints(), params)
     )
@@ -437,3 +438,25 @@ def test_no_filter_value_becomes_sql_text(conn: psycopg.Connection[Any], hashing
     pgmem.ingest(conn, [span], embedder=hashing)
     assert pgmem.pack(conn, "data", where=f"family = '{hostile.replace(chr(39), chr(39) * 2)}'", embedder=hashing).items
     assert conn.execute("SELECT count(*) FROM pgmem.notes").fetchone() == (1,)
+
+
+def test_strong_candidates_pull_their_neighbours_into_the_pool(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder
+) -> None:
+    from pgmem.retrieval.stage_one import Hints, run_stage_one, stage_one_arguments
+
+    turns = ["Did you go anywhere last weekend?", "Yes, we hiked up to the old lighthouse.", "How was it?", "Windy."]
+    pgmem.ingest(conn, make_spans(turns[:2], document_id="session-1"), embedder=hashing)
+    pgmem.ingest(conn, make_spans(turns, document_id="session-1")[2:], embedder=hashing)  # a later batch
+    pgmem.ingest(conn, make_spans([f"unrelated chatter {i}" for i in range(30)], document_id="other"), embedder=hashing)
+    question = "lighthouse hike"
+    vector = hashing.embed([question])[0]
+
+    def pool_texts(seeds: int) -> set[str]:
+        params = StageOneParams(k_dense=1, k_lex=1, neighbour_seeds=seeds)
+        pool = run_stage_one(conn, stage_one_arguments("default", hashing.name, vector, question, Hints(), params))
+        return {c.text for c in pool.candidates}
+
+    assert pool_texts(0) == {turns[1]}
+    # The previous turn (same batch) and the next one (written later) come along.
+    assert pool_texts(1) == {turns[0], turns[1], turns[2]}

@@ -226,6 +226,7 @@ def rank_and_pack(
                 lexical_score=candidate.lexical_score,
                 facet_boost=candidate.facet_boost,
                 link_boost=candidate.link_boost,
+                boosts=candidate.boosts,
             )
         )
     return PackResult(tuple(items), tuple(rejections))

@@ -112,6 +112,10 @@ def pool_from_rows(rows: list[tuple[Any, ...]]) -> Pool:
             family_count,
             family_sum,
             family_confidence,
+            entity_boost,
+            time_boost,
+            keyword_boost,
+            handle_boost,
         ) = row
         candidates.append(
             Candidate(
@@ -131,6 +135,10 @@ def pool_from_rows(rows: list[tuple[Any, ...]]) -> Pool:
                 facet_boost=float(facet),
                 link_boost=float(link),
                 base_score=float(base),
+                entity_boost=float(entity_boost),
+                time_boost=float(time_boost),
+                keyword_boost=float(keyword_boost),
+                handle_boost=float(handle_boost),
             )
         )
         families[family] = FamilyAggregate(family, int(family_count), float(family_sum), float(family_confidence))

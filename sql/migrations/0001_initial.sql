@@ -322,7 +322,8 @@ CREATE FUNCTION pgmem.stage_one_v1(
     handle_boost double precision DEFAULT 0.05,
     link_weight double precision DEFAULT 0.3,
     roles text[] DEFAULT NULL,
-    filter jsonb DEFAULT NULL
+    filter jsonb DEFAULT NULL,
+    neighbour_seeds integer DEFAULT 10
 )
     RETURNS TABLE (
         note_id uuid,
@@ -347,7 +348,11 @@ CREATE FUNCTION pgmem.stage_one_v1(
         pool_entropy double precision,
         family_count integer,
         family_score_sum double precision,
-        family_mean_confidence double precision
+        family_mean_confidence double precision,
+        boost_entity double precision,
+        boost_time double precision,
+        boost_keyword double precision,
+        boost_handle double precision
     )
     LANGUAGE plpgsql STABLE
     -- Restored when the function returns, whatever it sets inside.
@@ -440,10 +445,41 @@ BEGIN
         ORDER BY n.embedding::%2$s <=> $3::%2$s
         LIMIT $7
     ),
+    -- The best few dense and lexical candidates bring their neighbours along: the
+    -- previous and next span of their document, and the notes they link to.
+    seeds AS (
+        (SELECT d.note_id FROM dense AS d LIMIT $27)
+        UNION
+        (SELECT l.note_id FROM lexical AS l LIMIT $27)
+    ),
+    neighbours AS (
+        SELECT nb.note_id
+        FROM seeds AS s
+        JOIN pgmem.notes AS n ON n.namespace = $1 AND n.note_id = s.note_id
+        CROSS JOIN LATERAL (
+            (SELECT p.note_id FROM pgmem.notes AS p
+             WHERE p.namespace = $1 AND p.document_id = n.document_id AND p.span_start < n.span_start
+               AND p.model_id = %1$s AND ($24::text[] IS NULL OR p.role = ANY ($24))
+             ORDER BY p.span_start DESC LIMIT 1)
+            UNION ALL
+            (SELECT q.note_id FROM pgmem.notes AS q
+             WHERE q.namespace = $1 AND q.document_id = n.document_id AND q.span_start > n.span_start
+               AND q.model_id = %1$s AND ($24::text[] IS NULL OR q.role = ANY ($24))
+             ORDER BY q.span_start LIMIT 1)
+            UNION ALL
+            SELECT l.target FROM unnest(n.links) AS l (target)
+        ) AS nb
+        WHERE $27 > 0
+    ),
     candidates AS (
         SELECT d.note_id FROM dense AS d
         UNION
         SELECT l.note_id FROM lexical AS l
+        UNION
+        -- Neighbours pass the same role and metadata filters as every candidate.
+        SELECT nb.note_id FROM neighbours AS nb
+        JOIN pgmem.notes AS n ON n.namespace = $1 AND n.note_id = nb.note_id
+        WHERE n.model_id = %1$s AND ($24::text[] IS NULL OR n.role = ANY ($24)) AND (%3$s)
     ),
     scored AS (
         SELECT n.*,
@@ -473,44 +509,47 @@ BEGIN
                          FROM jsonb_array_elements(r.entities) AS e
                          WHERE lower(e.value ->> 'text') = ANY ($15)
                          GROUP BY lower(e.value ->> 'text')) AS matched
-               ), 0)
+               ), 0) AS boost_entity,
                -- time hint: the best-confidence time tag overlapping it, else the source time
-             + $19 * CASE
+               $19 * CASE
                    WHEN $17::timestamptz IS NULL AND $18::timestamptz IS NULL THEN 0
                    ELSE coalesce((
                        SELECT max((t.value ->> 'confidence')::float8)
                        FROM jsonb_array_elements(r.time_tags) AS t
-                       WHERE (t.value ->> 'end')::timestamptz >= coalesce($17, '-infinity')
+                       WHERE (t.value ->> 'end')::timestamptz > coalesce($17, '-infinity')
                          AND (t.value ->> 'start')::timestamptz < coalesce($18, 'infinity')
                    ), CASE WHEN r.source_ts >= coalesce($17, '-infinity')
                             AND r.source_ts < coalesce($18, 'infinity') THEN 0.5 ELSE 0 END)
-               END
-             + $21 * coalesce((SELECT count(*)::float8 / nullif(cardinality($20), 0)
-                               FROM unnest($20) AS k WHERE k = ANY (r.keywords)), 0)
-             + $23 * coalesce((SELECT count(*)::float8 / nullif(cardinality($22), 0)
-                               FROM unnest($22) AS h WHERE h = ANY (r.handles)), 0)
-               AS facet_boost
+               END AS boost_time,
+               $21 * coalesce((SELECT count(*)::float8 / nullif(cardinality($20), 0)
+                               FROM unnest($20) AS k WHERE k = ANY (r.keywords)), 0) AS boost_keyword,
+               $23 * coalesce((SELECT count(*)::float8 / nullif(cardinality($22), 0)
+                               FROM unnest($22) AS h WHERE h = ANY (r.handles)), 0) AS boost_handle
         FROM relevance AS r
+    ),
+    faceted AS (
+        SELECT b.*, b.boost_entity + b.boost_time + b.boost_keyword + b.boost_handle AS facet_boost
+        FROM boosted AS b
     ),
     -- Links are written one way (notes are immutable), so follow them both ways.
     link_edges AS (
         SELECT b.note_id AS source, l.target
-        FROM boosted AS b, unnest(b.links) AS l (target)
+        FROM faceted AS b, unnest(b.links) AS l (target)
         WHERE $25 > 0
         UNION
         SELECT l.target, b.note_id
-        FROM boosted AS b, unnest(b.links) AS l (target)
+        FROM faceted AS b, unnest(b.links) AS l (target)
         WHERE $25 > 0
     ),
     linked AS (
         SELECT e.source AS note_id, max(o.relevance) AS best_link
-        FROM link_edges AS e JOIN boosted AS o ON o.note_id = e.target
+        FROM link_edges AS e JOIN faceted AS o ON o.note_id = e.target
         GROUP BY e.source
     ),
     based AS (
         SELECT b.*, $25 * coalesce(l.best_link, 0) AS link_boost,
                b.relevance + b.facet_boost + $25 * coalesce(l.best_link, 0) AS base_score
-        FROM boosted AS b LEFT JOIN linked AS l USING (note_id)
+        FROM faceted AS b LEFT JOIN linked AS l USING (note_id)
     ),
     aggregated AS (
         SELECT b.*,
@@ -528,7 +567,8 @@ BEGIN
            a.pool_size::integer, a.pool_mean, a.pool_variance,
            -- H = -avg over rows of ln(m_f / N) = -sum_f (m_f / N) ln(m_f / N)
            greatest(-avg(ln(a.family_count::float8 / a.pool_size)) OVER (), 0),
-           a.family_count::integer, a.family_score_sum, a.family_mean_confidence
+           a.family_count::integer, a.family_score_sum, a.family_mean_confidence,
+           a.boost_entity, a.boost_time, a.boost_keyword, a.boost_handle
     FROM aggregated AS a
     ORDER BY a.base_score DESC, a.note_id
     $query$, v_model.model_id, v_vector_type, v_filter)
@@ -537,7 +577,8 @@ BEGIN
           lex_max_postings, bm25_k1, bm25_b, dense_weight, lexical_weight,
           (SELECT coalesce(array_agg(DISTINCT lower(h)), '{}') FROM unnest(entity_hints) AS h),
           entity_boost, time_from, time_to, time_boost,
-          keyword_hints, keyword_boost, handle_hints, handle_boost, roles, link_weight, filter;
+          keyword_hints, keyword_boost, handle_hints, handle_boost, roles, link_weight, filter,
+          neighbour_seeds;
 
     IF v_iterative THEN
         PERFORM set_config('hnsw.iterative_scan', coalesce(v_previous_scan, 'off'), true);
