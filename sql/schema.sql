@@ -104,6 +104,9 @@ CREATE INDEX notes_lexemes_gin ON pgmem.notes USING gin (lexemes);
 CREATE INDEX notes_document ON pgmem.notes (namespace, document_id, span_start);
 CREATE INDEX notes_external_id ON pgmem.notes (namespace, external_id)
     WHERE external_id IS NOT NULL;
+-- Notes sharing a rare micro-handle or entity are linked at write time.
+CREATE INDEX notes_handles_gin ON pgmem.notes USING gin (handles);
+CREATE INDEX notes_entities_gin ON pgmem.notes USING gin (entities jsonb_path_ops);
 -- HNSW indexes are per embedding model (partial, on a dimension-typed expression);
 -- pgmem.register_namespace_v1 creates them when a model is first used.
 

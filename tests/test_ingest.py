@@ -155,3 +155,22 @@ def test_a_namespace_is_bound_to_one_embedding_model(conn: psycopg.Connection[An
 def test_invalid_namespace_is_refused(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
     with pytest.raises(pgmem.InputError, match="namespace must be"):
         pgmem.ingest(conn, make_spans(["x"]), embedder=hashing, namespace="bad name; drop")
+
+
+def test_notes_sharing_a_rare_handle_or_entity_are_linked(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder
+) -> None:
+    first = pgmem.ingest(
+        conn, make_spans(["Ticket ACME-1234 was opened by Priya Raman."], document_id="a"), embedder=hashing
+    ).note_ids
+    common = [f"Status report {i} mentions ACME-9999." for i in range(7)]
+    pgmem.ingest(conn, make_spans(common, document_id="b"), embedder=hashing)
+    later = pgmem.ingest(
+        conn,
+        make_spans(["ACME-1234 is fixed.", "Another ACME-9999 mention."], document_id="c"),
+        embedder=hashing,
+    ).note_ids
+    links = {str(r[0]): {str(x) for x in r[1]} for r in conn.execute("SELECT note_id, links FROM pgmem.notes")}
+    assert first[0] in links[later[0]]  # the rare id links across documents
+    stored_common = {str(r[0]) for r in conn.execute("SELECT note_id FROM pgmem.notes WHERE document_id = 'b'")}
+    assert not (links[later[1]] & stored_common)  # ACME-9999 is in 8 notes: too common to link by

@@ -24,6 +24,13 @@ from pgmem.validate import check_namespace
 
 #: Spans embedded and copied per chunk; a batch of any size is still one transaction.
 CHUNK = 256
+#: A handle or entity carried by at most this many notes of a namespace is rare enough
+#: to link the notes that share it; a common one ("Monday", a company's own name) is not.
+RARE_KEY_NOTES = 5
+#: At most this many links per note through shared rare keys (lowest note ids first).
+MAX_KEY_LINKS = 3
+#: Entities weaker than this are not used to link notes.
+LINK_ENTITY_CONFIDENCE = 0.6
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,39 @@ def _local_links(conn: psycopg.Connection[Any], namespace: str, batch: list[Vali
         ordered = sorted(members, key=lambda nid: (members[nid], nid))
         for i, nid in enumerate(ordered):
             links[nid] = [ordered[j] for j in (i - 1, i + 1) if 0 <= j < len(ordered)]
+    return links
+
+
+def _link_keys(facets: Enrichment) -> set[tuple[str, str]]:
+    keys = {("handle", h) for h in facets.handles}
+    keys |= {("entity", e.text) for e in facets.entities if e.confidence >= LINK_ENTITY_CONFIDENCE}
+    return keys
+
+
+def _shared_key_links(
+    conn: psycopg.Connection[Any], namespace: str, batch: list[ValidSpan], facets: list[Enrichment]
+) -> dict[str, list[str]]:
+    """Notes of the namespace (stored or in the batch) sharing a rare handle or entity."""
+    keys_of = {item.note_id: _link_keys(facet) for item, facet in zip(batch, facets, strict=True)}
+    holders: dict[tuple[str, str], set[str]] = {}
+    for note_id, keys in keys_of.items():
+        for key in keys:
+            holders.setdefault(key, set()).add(note_id)
+    for kind, statement in (("handle", "handle_holders"), ("entity", "entity_holders")):
+        wanted = sorted(key for k, key in holders if k == kind)
+        if not wanted:
+            continue
+        rows = conn.execute(query(statement), {"namespace": namespace, "keys": wanted, "limit": RARE_KEY_NOTES + 1})
+        for key, note_id in rows:
+            holders[(kind, key)].add(str(note_id))
+    links: dict[str, list[str]] = {}
+    for note_id, keys in keys_of.items():
+        partners = set()
+        for key in keys:
+            if len(holders[key]) <= RARE_KEY_NOTES:
+                partners |= holders[key]
+        partners.discard(note_id)
+        links[note_id] = sorted(partners)[:MAX_KEY_LINKS]
     return links
 
 
@@ -201,6 +241,8 @@ def ingest(
         # so the block below becomes a savepoint inside it and the commit stays theirs.
         # On an autocommit connection the block is the batch's own transaction.
         links = _local_links(conn, namespace, fresh)
+        for note_id, partners in _shared_key_links(conn, namespace, fresh, facets).items():
+            links[note_id] = links[note_id] + [p for p in partners if p not in links[note_id]]
         with conn.transaction():
             model_row = conn.execute(
                 query("register_namespace"),
