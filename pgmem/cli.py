@@ -16,7 +16,7 @@ from pgmem.api import ingest, pack
 from pgmem.db.connection import connect
 from pgmem.db.migrate import migrate
 from pgmem.errors import PgmemError
-from pgmem.ingest.sources import spans_from_path
+from pgmem.ingest.sources import FAMILY_BY, SplitConfig, spans_from_path
 from pgmem.params import MODES, ROLES
 from pgmem.render import print_pack
 
@@ -33,7 +33,10 @@ def _cmd_migrate(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_ingest(args: argparse.Namespace, console: Console) -> int:
-    batches = [(path, spans_from_path(path, family=args.family)) for path in args.paths]
+    split = SplitConfig(unit=args.unit, target_bytes=args.target_bytes, max_bytes=args.max_bytes)
+    batches = [
+        (path, spans_from_path(path, family=args.family, split=split, family_by=args.family_by)) for path in args.paths
+    ]
     total = sum(len(spans) for _, spans in batches)
     inserted = skipped = 0
     started = time.perf_counter()
@@ -110,10 +113,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("migrate", parents=[common], help="create or upgrade the schema (idempotent)")
 
-    p_ingest = sub.add_parser("ingest", parents=[common], help="ingest text, Markdown or JSONL span files")
+    p_ingest = sub.add_parser(
+        "ingest",
+        parents=[common],
+        help="ingest text or Markdown documents, conversations (.json/.jsonl turns) or JSONL span records",
+    )
     p_ingest.add_argument("paths", nargs="+", type=Path)
     p_ingest.add_argument("--namespace", default="default")
-    p_ingest.add_argument("--family", help="family of text/Markdown spans (default: the file name)")
+    p_ingest.add_argument("--family", help="family of every span (default: the file name, or the conversation session)")
+    p_ingest.add_argument("--family-by", choices=FAMILY_BY, default="session", help="family of conversation turns")
+    p_ingest.add_argument("--unit", choices=("paragraph", "sentence"), default="paragraph", help="document span unit")
+    p_ingest.add_argument("--target-bytes", type=int, default=SplitConfig().target_bytes)
+    p_ingest.add_argument("--max-bytes", type=int, default=SplitConfig().max_bytes)
 
     p_pack = sub.add_parser("pack", parents=[common], help="pack evidence for a question")
     p_pack.add_argument("question")
