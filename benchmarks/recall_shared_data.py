@@ -27,7 +27,7 @@ import pgmem
 from pgmem.demo import NAMESPACE, load_corpus
 from pgmem.embeddings import get_embedder
 
-Question = tuple[str, str, list[str]]  # namespace, question, gold external ids
+Question = tuple[str, str, list[str], str]  # namespace, question, gold external ids, category
 
 
 def locomo(conn: object, path: Path, model: pgmem.Embedder) -> list[Question]:
@@ -60,25 +60,43 @@ def locomo(conn: object, path: Path, model: pgmem.Embedder) -> list[Question]:
         pgmem.ingest(conn, spans, namespace=namespace, embedder=model)  # type: ignore[arg-type]
         for qa in conversation["qa"]:
             if qa.get("category") != 5 and qa.get("evidence"):
-                questions.append((namespace, qa["question"], [e.strip() for e in qa["evidence"]]))
+                questions.append(
+                    (namespace, qa["question"], [e.strip() for e in qa["evidence"]], f"category {qa['category']}")
+                )
     return questions
 
 
 def multihop(conn: object, model: pgmem.Embedder) -> list[Question]:
     spans, questions = load_corpus()
     pgmem.ingest(conn, spans, namespace=NAMESPACE, embedder=model)  # type: ignore[arg-type]
-    return [(NAMESPACE, q.question, list(q.evidence)) for q in questions if q.evidence]
+    return [(NAMESPACE, q.question, list(q.evidence), q.type) for q in questions if q.evidence]
 
 
 def recall(
-    conn: object, questions: list[Question], model: pgmem.Embedder, mode: str, stage_one: pgmem.StageOneParams
-) -> float:
-    scores = []
-    for namespace, question, gold in questions:
-        pack = pgmem.pack(conn, question, namespace=namespace, mode=mode, embedder=model, stage_one=stage_one)  # type: ignore[arg-type]
+    conn: object,
+    questions: list[Question],
+    model: pgmem.Embedder,
+    mode: str,
+    stage_one: pgmem.StageOneParams,
+    derive_hints: bool,
+) -> dict[str, float]:
+    """Mean recall@8 overall ("all") and per question category."""
+    scores: dict[str, list[float]] = {}
+    for namespace, question, gold, category in questions:
+        pack = pgmem.pack(
+            conn,  # type: ignore[arg-type]
+            question,
+            namespace=namespace,
+            mode=mode,
+            embedder=model,
+            stage_one=stage_one,
+            derive_hints=derive_hints,
+        )
         packed = {item.external_id for item in pack.items}
-        scores.append(sum(1 for g in gold if g in packed) / len(gold))
-    return 100 * statistics.fmean(scores)
+        score = sum(1 for g in gold if g in packed) / len(gold)
+        scores.setdefault("all", []).append(score)
+        scores.setdefault(category, []).append(score)
+    return {name: 100 * statistics.fmean(values) for name, values in sorted(scores.items())}
 
 
 def main() -> None:
@@ -86,17 +104,19 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     parser.add_argument("--only", choices=("locomo", "multihop"))
     parser.add_argument("--dsn")
+    parser.add_argument("--by-category", action="store_true", help="also print recall per question category")
     parser.add_argument(
-        "--stage-one",
+        "--setting",
         action="append",
         default=[],
         metavar="JSON",
-        help="StageOneParams overrides, e.g. '{\"link_weight\": 0}'; repeat to compare settings",
+        help='StageOneParams overrides and derive_hints, e.g. \'{"link_weight": 0, "derive_hints": false}\';'
+        " repeat to compare settings",
     )
     args = parser.parse_args()
     if args.dsn is None and "PGMEM_HOME" not in os.environ:
         os.environ["PGMEM_HOME"] = tempfile.mkdtemp(prefix="pgmem-recall-")
-    settings = [json.loads(text) for text in args.stage_one] or [{}]
+    settings = [json.loads(text) for text in args.setting] or [{}]
     model = get_embedder("minilm")
     with pgmem.connect(args.dsn, migrate=True) as conn:
         sets = {
@@ -109,16 +129,26 @@ def main() -> None:
             questions = load()
             for overrides in settings:
                 started = time.perf_counter()
-                stage_one = pgmem.StageOneParams.from_dict(overrides)
+                params = dict(overrides)
+                derive_hints = bool(params.pop("derive_hints", True))
+                stage_one = pgmem.StageOneParams.from_dict(params)
                 figures = {
-                    mode: recall(conn, questions, model, mode, stage_one) for mode in ("relevance", "calibrated")
+                    mode: recall(conn, questions, model, mode, stage_one, derive_hints)
+                    for mode in ("relevance", "calibrated")
                 }
                 print(
                     f"{name} {json.dumps(overrides)}: {len(questions)} questions, recall@8 relevance"
-                    f" {figures['relevance']:.1f}, calibrated {figures['calibrated']:.1f}"
+                    f" {figures['relevance']['all']:.1f}, calibrated {figures['calibrated']['all']:.1f}"
                     f" ({time.perf_counter() - started:.0f} s)",
                     flush=True,
                 )
+                if args.by_category:
+                    for category in figures["relevance"]:
+                        if category != "all":
+                            print(
+                                f"    {category:<20} relevance {figures['relevance'][category]:5.1f}"
+                                f"   calibrated {figures['calibrated'][category]:5.1f}"
+                            )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from pgmem.db.queries import query
 from pgmem.embeddings import Embedder, embed_unique, resolve_embedder
 from pgmem.errors import ConfigurationError, DatabaseError, InputError
 from pgmem.ingest.enricher import Enricher
+from pgmem.ingest.hints import QueryHints, derive_query_hints
 from pgmem.ingest.spans import parse_timestamp
 from pgmem.ingest.writer import IngestResult
 from pgmem.ingest.writer import ingest as write_spans
@@ -140,6 +141,35 @@ def _hints(
     )
 
 
+def _merge(given: tuple[str, ...], derived: tuple[str, ...]) -> tuple[str, ...]:
+    seen = {value.lower() for value in given}
+    return given + tuple(value for value in derived if value.lower() not in seen)
+
+
+def _with_derived(hints: Hints, derived: QueryHints) -> Hints:
+    """The caller's hints, completed with those derived from the question itself.
+
+    Derived entities, keywords and handles are added to the given ones; a derived time
+    range is used only when the caller gave none.
+    """
+    use_time = hints.time_from is None and hints.time_to is None
+    return dataclasses.replace(
+        hints,
+        entities=_merge(hints.entities, derived.entities),
+        keywords=_merge(hints.keywords, derived.keywords),
+        handles=_merge(hints.handles, derived.handles),
+        time_from=derived.time_from if use_time else hints.time_from,
+        time_to=derived.time_to if use_time else hints.time_to,
+        derived={
+            "entities": list(derived.entities),
+            "time_from": derived.time_from.isoformat() if derived.time_from else None,
+            "time_to": derived.time_to.isoformat() if derived.time_to else None,
+            "keywords": list(derived.keywords),
+            "handles": list(derived.handles),
+        },
+    )
+
+
 def _packing(
     packing: PackParams | None,
     budget: int | None,
@@ -176,6 +206,7 @@ def pack(
     keywords: Sequence[str] | None = None,
     handles: Sequence[str] | None = None,
     where: str | None = None,
+    derive_hints: bool = True,
     stage_one: StageOneParams | None = None,
     calibration: CalibrationParams | None = None,
     packing: PackParams | None = None,
@@ -210,6 +241,10 @@ def pack(
         Only notes with these roles are candidates.
     entities, keywords, handles : list of str, optional
         Hints: notes tagged with them get bounded boosts in stage one.
+    derive_hints : bool
+        Also derive entity, time, keyword and handle hints from the question itself
+        with the write path's extractors (default True); the diagnostics list them
+        under ``hints["derived"]``.
     time_range : (start, end), optional
         Time hint; notes whose time tags (or source time) fall in it get a boost.
     where : str, optional
@@ -240,6 +275,8 @@ def pack(
     question = _check_question(question)
     mode = check_mode(mode)
     hints = _hints(entities, time_range, keywords, handles, roles)
+    if derive_hints:
+        hints = _with_derived(hints, derive_query_hints(question))
     if where is not None:
         # sqlglot costs ~60 ms to import: only packs with a filter pay it.
         from pgmem.retrieval.filters import compile_filter

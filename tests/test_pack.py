@@ -192,7 +192,7 @@ def test_family_cap_and_role_filter_reach_the_pack(store: psycopg.Connection[Any
 
 
 def test_hints_add_bounded_boosts(store: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
-    plain = pgmem.pack(store, "who started it", embedder=hashing, budget=10)
+    plain = pgmem.pack(store, "who started it", embedder=hashing, budget=10, derive_hints=False)
     hinted = pgmem.pack(
         store,
         "who started it",
@@ -460,3 +460,32 @@ def test_strong_candidates_pull_their_neighbours_into_the_pool(
     assert pool_texts(0) == {turns[1]}
     # The previous turn (same batch) and the next one (written later) come along.
     assert pool_texts(1) == {turns[0], turns[1], turns[2]}
+
+
+def test_hints_are_derived_from_the_question(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    turns = [
+        ("Caroline: I joined a pottery class last week!", "2023-05-20T10:00:00+00:00"),
+        ("Caroline: I joined a choir in the spring.", "2023-08-02T10:00:00+00:00"),
+    ]
+    for i, (text, when) in enumerate(turns):
+        span = pgmem.Span(
+            document_id=f"s{i}",
+            text=text,
+            start=0,
+            end=len(text),
+            family=f"session_{i}",
+            source_ts=when,
+            metadata={"speaker": "Caroline"},
+        )
+        pgmem.ingest(conn, [span], embedder=hashing)
+    pack = pgmem.pack(conn, "What did Caroline join in May 2023?", embedder=hashing)
+    derived = pack.diagnostics.hints["derived"]
+    assert derived["entities"] == ["Caroline"]
+    assert (derived["time_from"], derived["time_to"]) == ("2023-05-01T00:00:00+00:00", "2023-06-01T00:00:00+00:00")
+    boosts = {item.text: item.boosts for item in pack.items}
+    # "last week" of 20 May 2023 falls in May 2023: a time boost; the August note gets none.
+    assert boosts[turns[0][0]]["time"] > 0 and boosts[turns[1][0]]["time"] == 0
+    assert pack.items[0].text == turns[0][0]
+    quiet = pgmem.pack(conn, "What did Caroline join in May 2023?", embedder=hashing, derive_hints=False)
+    assert quiet.diagnostics.hints["derived"] is None
+    assert all(item.facet_boost == 0 for item in quiet.items)

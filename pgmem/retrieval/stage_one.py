@@ -31,6 +31,8 @@ class Hints:
     #: The metadata filter as compiled by pgmem.retrieval.filters (its JSON tree).
     filter_tree: dict[str, Any] | None = None
     filter_text: str | None = None
+    #: What was derived from the question itself (for the diagnostics).
+    derived: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -41,6 +43,7 @@ class Hints:
             "handles": list(self.handles),
             "roles": list(self.roles) if self.roles is not None else None,
             "where": self.filter_text,
+            "derived": self.derived,
         }
 
 
