@@ -500,7 +500,7 @@ BEGIN
         UNION
         (SELECT l.note_id FROM lexical AS l LIMIT $27)
     ),
-    neighbours AS (
+    neighbours AS MATERIALIZED (
         SELECT nb.note_id
         FROM seeds AS s
         JOIN pgmem.notes AS n ON n.namespace = $1 AND n.note_id = s.note_id
