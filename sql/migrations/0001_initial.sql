@@ -457,20 +457,23 @@ BEGIN
     ),
     neighbours AS MATERIALIZED (
         SELECT nb.note_id
-        FROM seeds AS s
-        JOIN pgmem.notes AS n ON n.namespace = $1 AND n.note_id = s.note_id
+        FROM seeds AS sd
+        JOIN pgmem.notes AS s ON s.namespace = $1 AND s.note_id = sd.note_id
         CROSS JOIN LATERAL (
-            (SELECT p.note_id FROM pgmem.notes AS p
-             WHERE p.namespace = $1 AND p.document_id = n.document_id AND p.span_start < n.span_start
-               AND p.model_id = %1$s AND ($24::text[] IS NULL OR p.role = ANY ($24))
-             ORDER BY p.span_start DESC LIMIT 1)
+            -- Neighbours pass the same model, role and metadata filters as every candidate.
+            (SELECT n.note_id FROM pgmem.notes AS n
+             WHERE n.namespace = $1 AND n.document_id = s.document_id AND n.span_start < s.span_start
+               AND n.model_id = %1$s AND ($24::text[] IS NULL OR n.role = ANY ($24)) AND (%3$s)
+             ORDER BY n.span_start DESC LIMIT 1)
             UNION ALL
-            (SELECT q.note_id FROM pgmem.notes AS q
-             WHERE q.namespace = $1 AND q.document_id = n.document_id AND q.span_start > n.span_start
-               AND q.model_id = %1$s AND ($24::text[] IS NULL OR q.role = ANY ($24))
-             ORDER BY q.span_start LIMIT 1)
+            (SELECT n.note_id FROM pgmem.notes AS n
+             WHERE n.namespace = $1 AND n.document_id = s.document_id AND n.span_start > s.span_start
+               AND n.model_id = %1$s AND ($24::text[] IS NULL OR n.role = ANY ($24)) AND (%3$s)
+             ORDER BY n.span_start LIMIT 1)
             UNION ALL
-            SELECT l.target FROM unnest(n.links) AS l (target)
+            (SELECT n.note_id FROM unnest(s.links) AS l (target)
+             JOIN pgmem.notes AS n ON n.namespace = $1 AND n.note_id = l.target
+             WHERE n.model_id = %1$s AND ($24::text[] IS NULL OR n.role = ANY ($24)) AND (%3$s))
         ) AS nb
         WHERE $27 > 0
     ),
@@ -479,10 +482,7 @@ BEGIN
         UNION
         SELECT l.note_id FROM lexical AS l
         UNION
-        -- Neighbours pass the same role and metadata filters as every candidate.
         SELECT nb.note_id FROM neighbours AS nb
-        JOIN pgmem.notes AS n ON n.namespace = $1 AND n.note_id = nb.note_id
-        WHERE n.model_id = %1$s AND ($24::text[] IS NULL OR n.role = ANY ($24)) AND (%3$s)
     ),
     scored AS (
         SELECT n.*,
