@@ -324,12 +324,7 @@ def _turn(record: object, where: str, session_time: datetime | None) -> _Turn:
     text = record.get("text")
     if not isinstance(text, str):
         raise InputError(f"{where}: text must be a string, got {type(text).__name__}")
-    if "\x00" in text:
-        raise InputError(f"{where}: text must not contain NUL characters")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InputError(f"{where}: text is not valid Unicode ({exc.reason})") from None
+    _check_clean(text, f"{where}: text")
     turn_id = _optional_id(record.get("id", record.get("dia_id")), f"{where}: id")
     raw_time = record.get("time", record.get("timestamp"))
     time = session_time if raw_time is None else _iso_time(raw_time, f"{where}: time")
@@ -348,6 +343,11 @@ def _optional_id(value: object, describe: str) -> str | None:
 def _check_label(value: str, describe: str) -> str:
     if len(value) > MAX_ID_CHARS:
         raise InputError(f"{describe} must be at most {MAX_ID_CHARS} characters, got {len(value)}")
+    return _check_clean(value, describe)
+
+
+def _check_clean(value: str, describe: str) -> str:
+    """``value`` if it has no NUL and encodes as UTF-8, else InputError naming it."""
     if "\x00" in value:
         raise InputError(f"{describe} must not contain NUL characters")
     try:
