@@ -141,6 +141,31 @@ def _hints(
     )
 
 
+def build_hints(
+    question: str,
+    *,
+    derive: bool = True,
+    entities: Sequence[str] | None = None,
+    time_range: tuple[datetime | str | None, datetime | str | None] | None = None,
+    keywords: Sequence[str] | None = None,
+    handles: Sequence[str] | None = None,
+    roles: Sequence[str] | None = None,
+    where: str | None = None,
+) -> Hints:
+    """The stage-one hints of a pack: the caller's, checked, plus those derived from the
+    question, plus the compiled ``where`` filter (shared by pack() and the evaluation)."""
+    hints = _hints(entities, time_range, keywords, handles, roles)
+    if derive:
+        hints = _with_derived(hints, derive_query_hints(question))
+    if where is not None:
+        # sqlglot costs ~60 ms to import: only packs with a filter pay it.
+        from pgmem.retrieval.filters import compile_filter
+
+        compiled = compile_filter(where)
+        hints = dataclasses.replace(hints, filter_tree=compiled.tree, filter_text=compiled.expression)
+    return hints
+
+
 def _merge(given: tuple[str, ...], derived: tuple[str, ...]) -> tuple[str, ...]:
     seen = {value.lower() for value in given}
     return given + tuple(value for value in derived if value.lower() not in seen)
@@ -274,15 +299,16 @@ def pack(
     check_namespace(namespace)
     question = _check_question(question)
     mode = check_mode(mode)
-    hints = _hints(entities, time_range, keywords, handles, roles)
-    if derive_hints:
-        hints = _with_derived(hints, derive_query_hints(question))
-    if where is not None:
-        # sqlglot costs ~60 ms to import: only packs with a filter pay it.
-        from pgmem.retrieval.filters import compile_filter
-
-        compiled = compile_filter(where)
-        hints = dataclasses.replace(hints, filter_tree=compiled.tree, filter_text=compiled.expression)
+    hints = build_hints(
+        question,
+        derive=derive_hints,
+        entities=entities,
+        time_range=time_range,
+        keywords=keywords,
+        handles=handles,
+        roles=roles,
+        where=where,
+    )
     stage_one = stage_one or StageOneParams()
     calibration = calibration or CalibrationParams()
     for name, value, kind in (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from collections.abc import Sequence
@@ -103,6 +104,38 @@ def _cmd_demo(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
+    from pgmem.embeddings import resolve_embedder
+    from pgmem.eval.datasets import load_dataset
+    from pgmem.eval.report import build_report, render_markdown, write_report
+    from pgmem.eval.runner import SYSTEMS, RunConfig, evaluate
+
+    corpus = load_dataset(args.dataset, Path(args.data_dir))
+    if args.limit is not None:
+        corpus = dataclasses.replace(corpus, questions=corpus.questions[: args.limit])
+    systems = args.systems or list(SYSTEMS)
+    config = RunConfig(budget=args.budget, namespace_prefix=f"eval-{corpus.name}-")
+    embedder = resolve_embedder(args.embedder)
+    with (
+        _connection(args) as conn,
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=not console.is_terminal,
+        ) as progress,
+    ):
+        task = progress.add_task(f"evaluating {corpus.name}", total=len(corpus.questions))
+        run = evaluate(conn, corpus, embedder, config, systems=systems, progress=lambda n: progress.advance(task, n))
+    report = build_report(corpus, run, config)
+    markdown, data = write_report(report, Path(args.out))
+    console.print(render_markdown(report), markup=False, highlight=False)
+    console.print(f"written: {markdown}, {data}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pgmem", description="Memory for LLM agents inside PostgreSQL.")
     common = argparse.ArgumentParser(add_help=False)
@@ -140,10 +173,18 @@ def build_parser() -> argparse.ArgumentParser:
     p_pack.add_argument("--json", action="store_true", help="print the pack as JSON")
 
     sub.add_parser("demo", parents=[common], help="ingest a real corpus and show packs with diagnostics")
+
+    p_eval = sub.add_parser("eval", parents=[common], help="evaluate pgmem's modes and plain baselines on a dataset")
+    p_eval.add_argument("dataset", help="locomo, multihop, hotpotqa, or a generic .jsonl file (docs/eval_data.md)")
+    p_eval.add_argument("--data-dir", default="../shared/data", help="folder of the shared datasets")
+    p_eval.add_argument("--out", default="eval-out", help="folder for report.md and report.json")
+    p_eval.add_argument("--budget", type=int, default=8)
+    p_eval.add_argument("--limit", type=int, help="only the first N questions")
+    p_eval.add_argument("--systems", nargs="+", help="calibrated relevance raw_bonus dense lexical rrf (default all)")
     return parser
 
 
-COMMANDS = {"migrate": _cmd_migrate, "ingest": _cmd_ingest, "pack": _cmd_pack, "demo": _cmd_demo}
+COMMANDS = {"migrate": _cmd_migrate, "ingest": _cmd_ingest, "pack": _cmd_pack, "demo": _cmd_demo, "eval": _cmd_eval}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -219,17 +219,18 @@ class Pack:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (datetimes as ISO 8601, non-finite floats as null)."""
-        return _jsonable(asdict(self))  # type: ignore[no-any-return]
+        return jsonable(asdict(self))  # type: ignore[no-any-return]
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), **kwargs)
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """``value`` with datetimes as ISO 8601 text and non-finite floats as None (JSON-ready)."""
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, float) and not math.isfinite(value):
