@@ -238,15 +238,16 @@ def test_locomo_sample_gives_one_span_per_turn(tmp_path: Path) -> None:
     sample = locomo_sample()
     spans = spans_from_conversation(sample)
     assert [s.external_id for s in spans] == ["D1:1", "D1:2", "D2:1", "D2:3", "D10:1"]  # D2:2 is blank
-    assert texts(spans)[:2] == ["Hey Mel! Good to see you!", "Hi — café ☕ time? 👍🏽"]
+    # A span is a whole transcript line: the speaker label is part of the evidence.
+    assert texts(spans)[:2] == ["Caroline: Hey Mel! Good to see you!", "Melanie: Hi — café ☕ time? 👍🏽"]
     assert [s.document_id for s in spans] == ["conv-x/session_1"] * 2 + ["conv-x/session_2"] * 2 + ["conv-x/session_10"]
     assert [s.family for s in spans] == ["session_1"] * 2 + ["session_2"] * 2 + ["session_10"]
     assert spans[0].source_ts == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
     assert spans[2].source_ts == datetime(2023, 9, 13, 0, 9, tzinfo=UTC)
     assert spans[1].metadata == {"speaker": "Melanie", "session": "session_1"}
     transcript = conversation_transcript(sample, "conv-x/session_2")
-    assert transcript == "I ran a charity race.\n   \nProud of you!"
-    assert (spans[3].start, spans[3].end) == (26, 39)
+    assert transcript == "Melanie: I ran a charity race.\nCaroline:    \nCaroline: Proud of you!"
+    assert (spans[3].start, spans[3].end) == (45, 68)
     assert_conversation_exact(sample, spans)
 
     by_speaker = spans_from_conversation([sample], family_by="speaker")
@@ -285,7 +286,7 @@ def test_jsonl_turns(tmp_path: Path) -> None:
 def test_a_turn_over_max_bytes_is_cut_and_keeps_its_id() -> None:
     turns = [{"speaker": "Ann", "text": "First sentence here. Second sentence here. Third one.", "id": "t1"}]
     spans = spans_from_conversation(turns, split=SplitConfig(target_bytes=20, max_bytes=25))
-    assert texts(spans) == ["First sentence here.", "Second sentence here.", "Third one."]
+    assert texts(spans) == ["Ann: First sentence here.", "Second sentence here.", "Third one."]
     assert {s.external_id for s in spans} == {"t1"} and {s.document_id for s in spans} == {"conversation"}
     assert_conversation_exact(turns, spans)
 
