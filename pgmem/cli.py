@@ -26,6 +26,18 @@ def _connection(args: argparse.Namespace) -> Any:
     return connect(args.dsn, home=args.home, migrate=True if args.dsn is None else None)
 
 
+def _progress(console: Console) -> Progress:
+    """A progress bar with a count and the elapsed time (drawn only on a terminal)."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=not console.is_terminal,
+    )
+
+
 def _cmd_migrate(args: argparse.Namespace, console: Console) -> int:
     with connect(args.dsn, home=args.home, migrate=False) as conn:
         revision = migrate(conn)
@@ -43,14 +55,7 @@ def _cmd_ingest(args: argparse.Namespace, console: Console) -> int:
     started = time.perf_counter()
     with (
         _connection(args) as conn,
-        Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=not console.is_terminal,
-        ) as progress,
+        _progress(console) as progress,
     ):
         task = progress.add_task("ingesting", total=total)
         for path, spans in batches:
@@ -118,14 +123,7 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
     embedder = resolve_embedder(args.embedder)
     with (
         _connection(args) as conn,
-        Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=not console.is_terminal,
-        ) as progress,
+        _progress(console) as progress,
     ):
         task = progress.add_task(f"evaluating {corpus.name}", total=len(corpus.questions))
         run = evaluate(conn, corpus, embedder, config, systems=systems, progress=lambda n: progress.advance(task, n))
