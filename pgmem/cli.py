@@ -114,12 +114,15 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
     from pgmem.eval.datasets import load_dataset
     from pgmem.eval.report import build_report, render_markdown, write_report
     from pgmem.eval.runner import SYSTEMS, RunConfig, evaluate
+    from pgmem.eval.stress import apply_condition
 
     corpus = load_dataset(args.dataset, Path(args.data_dir))
     if args.limit is not None:
         corpus = dataclasses.replace(corpus, questions=corpus.questions[: args.limit])
+    corpus = apply_condition(corpus, args.condition, seed=args.seed)
     systems = args.systems or list(SYSTEMS)
-    config = RunConfig(budget=args.budget, namespace_prefix=f"eval-{corpus.name}-")
+    # Each condition in namespaces of its own: a stressed corpus never mixes with the clean one.
+    config = RunConfig(budget=args.budget, namespace_prefix=f"eval-{corpus.name}-{args.condition}-s{args.seed}-")
     embedder = resolve_embedder(args.embedder)
     with (
         _connection(args) as conn,
@@ -127,7 +130,7 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
     ):
         task = progress.add_task(f"evaluating {corpus.name}", total=len(corpus.questions))
         run = evaluate(conn, corpus, embedder, config, systems=systems, progress=lambda n: progress.advance(task, n))
-    report = build_report(corpus, run, config)
+    report = build_report(corpus, run, config, condition=args.condition)
     markdown, data = write_report(report, Path(args.out))
     console.print(render_markdown(report), markup=False, highlight=False)
     console.print(f"written: {markdown}, {data}")
@@ -179,6 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_eval.add_argument("--budget", type=int, default=8)
     p_eval.add_argument("--limit", type=int, help="only the first N questions")
     p_eval.add_argument("--systems", nargs="+", help="calibrated relevance raw_bonus dense lexical rrf (default all)")
+    p_eval.add_argument("--condition", default="clean", help="stress condition (docs/eval_stress.md), default clean")
+    p_eval.add_argument("--seed", type=int, default=0, help="seed of the stress condition")
     return parser
 
 

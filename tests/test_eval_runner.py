@@ -90,3 +90,20 @@ def test_baselines_rank_the_shared_pool() -> None:
     assert [c.note_id for c in baseline_pack(pool, "lexical", 3)] == ["b", "c"]  # a has no lexical match
     # RRF: c is 2nd in both lists (1/62 + 1/62) and beats a (1/61) and b (1/63 + 1/61).
     assert [c.note_id for c in baseline_pack(pool, "rrf", 3)] == ["b", "c", "a"]
+
+
+def test_a_poisoned_run_reports_the_attack(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder, tmp_path: Path
+) -> None:
+    from pgmem.eval.stress import apply_condition
+
+    corpus = apply_condition(load_jsonl(_corpus(tmp_path)), "poison-one", seed=0)
+    config = RunConfig(budget=3, namespace_prefix="eval-poison-")
+    run = evaluate(conn, corpus, hashing, config, systems=("calibrated", "relevance"))
+    report = build_report(corpus, run, config, condition="poison-one")
+    attack = report["attack"]
+    assert attack["attacked_questions"] == 2 and attack["poisoned_notes"] == 10
+    for figures in attack["systems"].values():
+        assert 0.0 <= figures["poisoned_share"] <= 1.0
+        assert figures["attack_inclusion_rate"] == 1.0  # the poison repeats the question: it is always packed
+    assert "## Under attack: 2 questions, 10 poisoned notes" in render_markdown(report)

@@ -23,6 +23,7 @@ from pgmem.eval.metrics import (
     summarise,
 )
 from pgmem.eval.runner import RunConfig, RunResult
+from pgmem.eval.stress import attack_inclusion_rate, attack_targets, clean_recall_under_attack, poisoned_share
 from pgmem.types import jsonable
 
 #: The differences every report shows (A minus B), when both systems ran.
@@ -41,7 +42,25 @@ def _answerable(results: list[QuestionResult], corpus: EvalCorpus) -> list[Quest
     return [r for r in results if r.question_id not in adversarial]
 
 
-def build_report(corpus: EvalCorpus, run: RunResult, config: RunConfig) -> dict[str, Any]:
+def _attack(corpus: EvalCorpus, run: RunResult) -> dict[str, Any]:
+    targets = attack_targets(corpus)
+    if not targets:
+        return {}
+    return {
+        "attacked_questions": len(targets),
+        "poisoned_notes": sum(len(ids) for ids in targets.values()),
+        "systems": {
+            system: {
+                "attack_inclusion_rate": attack_inclusion_rate(results, targets),
+                "poisoned_share": poisoned_share(results, targets),
+                "clean_recall_under_attack": clean_recall_under_attack(results, targets),
+            }
+            for system, results in run.results.items()
+        },
+    }
+
+
+def build_report(corpus: EvalCorpus, run: RunResult, config: RunConfig, *, condition: str = "clean") -> dict[str, Any]:
     """Everything the report shows, as plain data (the JSON output)."""
     summaries: dict[str, Summary] = {system: summarise(_answerable(rs, corpus)) for system, rs in run.results.items()}
     differences: list[Difference] = []
@@ -80,6 +99,8 @@ def build_report(corpus: EvalCorpus, run: RunResult, config: RunConfig) -> dict[
     }
     return {
         "corpus": {"name": corpus.name, **corpus.stats()},
+        "condition": condition,
+        "attack": _attack(corpus, run),
         "config": {
             "budget": config.budget,
             "derive_hints": config.derive_hints,
@@ -102,7 +123,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     """The report as a Markdown page."""
     corpus = report["corpus"]
     lines = [
-        f"# Evaluation: {corpus['name']}",
+        f"# Evaluation: {corpus['name']} ({report.get('condition', 'clean')})",
         "",
         f"{corpus['spans']} notes in {corpus['namespaces']} namespace(s), {corpus['families']} families,"
         f" {corpus['questions']} questions; budget {report['config']['budget']}; ingest"
@@ -134,6 +155,20 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     ]
     for d in report["differences"]:
         lines.append(f"| {d['metric']} | {d['mean']:+.2f} | [{d['low']:+.2f}, {d['high']:+.2f}] | {d['n']} |")
+    attack = report.get("attack") or {}
+    if attack:
+        lines += [
+            "",
+            f"## Under attack: {attack['attacked_questions']} questions, {attack['poisoned_notes']} poisoned notes",
+            "",
+            "| system | packs with poison | poisoned share of packed notes | clean recall of attacked questions |",
+            "|---|---|---|---|",
+        ]
+        for system, a in attack["systems"].items():
+            lines.append(
+                f"| {system} | {_number(100 * a['attack_inclusion_rate'])} | {_number(100 * a['poisoned_share'])} |"
+                f" {_number(100 * a['clean_recall_under_attack'])} |"
+            )
     f = report["fallback"]
     lines += [
         "",
