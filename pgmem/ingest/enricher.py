@@ -199,7 +199,7 @@ def context_descriptor(metadata: Mapping[str, Any], source_ts: datetime | None) 
     str
         ``"Caroline · session 3 · 8 May 2023"`` for a turn, ``"Doc title › Section"``
         for a document, the date alone when that is all there is, else ``""``.
-    """  # noqa: RUF002 - the separator is the single angle quote, on purpose
+    """
     speaker = _part(metadata.get("speaker"))
     if speaker:
         parts = [speaker]
