@@ -18,7 +18,7 @@ from pgmem.db.connection import connect
 from pgmem.db.migrate import migrate
 from pgmem.errors import PgmemError
 from pgmem.ingest.sources import FAMILY_BY, SplitConfig, spans_from_path
-from pgmem.params import MODES, ROLES
+from pgmem.params import MODES, ROLES, PackParams
 from pgmem.render import print_pack
 
 
@@ -122,7 +122,10 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
     corpus = apply_condition(corpus, args.condition, seed=args.seed)
     systems = args.systems or list(SYSTEMS)
     # Each condition in namespaces of its own: a stressed corpus never mixes with the clean one.
-    config = RunConfig(budget=args.budget, namespace_prefix=f"eval-{corpus.name}-{args.condition}-s{args.seed}-")
+    packing = PackParams(budget=args.budget, family_cap=args.family_cap)
+    config = RunConfig(
+        budget=args.budget, packing=packing, namespace_prefix=f"eval-{corpus.name}-{args.condition}-s{args.seed}-"
+    )
     embedder = resolve_embedder(args.embedder)
     with (
         _connection(args) as conn,
@@ -184,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_eval.add_argument("--systems", nargs="+", help="calibrated relevance raw_bonus dense lexical rrf (default all)")
     p_eval.add_argument("--condition", default="clean", help="stress condition (docs/eval_stress.md), default clean")
     p_eval.add_argument("--seed", type=int, default=0, help="seed of the stress condition")
+    p_eval.add_argument("--family-cap", type=int, help="at most this many notes per family in a pack")
     return parser
 
 

@@ -126,7 +126,8 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         f"# Evaluation: {corpus['name']} ({report.get('condition', 'clean')})",
         "",
         f"{corpus['spans']} notes in {corpus['namespaces']} namespace(s), {corpus['families']} families,"
-        f" {corpus['questions']} questions; budget {report['config']['budget']}; ingest"
+        f" {corpus['questions']} questions; budget {report['config']['budget']},"
+        f" family cap {report['config']['packing']['family_cap'] or 'none'}; ingest"
         f" {report['ingest_seconds']:.1f} s. All systems rank the same stage-one pool per question.",
         "",
         "| system | questions | recall | precision | full support | answer containment | stage one p50 / p95 ms |",
