@@ -13,7 +13,7 @@ small, fixed-budget evidence pack for a question with :func:`pack`.
 
 from __future__ import annotations
 
-from pgmem.api import ForgetResult, forget, ingest, pack
+from pgmem.api import FeedbackResult, ForgetResult, feedback, forget, ingest, pack, reset_feedback
 from pgmem.db.connection import connect
 from pgmem.db.migrate import migrate
 from pgmem.embeddings import Embedder, get_embedder
@@ -43,6 +43,7 @@ __all__ = [
     "EmbeddingError",
     "EmbeddingMismatchError",
     "FamilyCalibration",
+    "FeedbackResult",
     "ForgetResult",
     "IngestResult",
     "InputError",
@@ -55,9 +56,11 @@ __all__ = [
     "Span",
     "StageOneParams",
     "connect",
+    "feedback",
     "forget",
     "get_embedder",
     "ingest",
     "migrate",
     "pack",
+    "reset_feedback",
 ]

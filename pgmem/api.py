@@ -257,9 +257,10 @@ def pack(
     namespace : str
         The memory to read (default ``"default"``). An unknown namespace gives an
         empty pack whose diagnostics say the pool was too small.
-    mode : {"calibrated", "relevance", "raw_bonus"}
+    mode : {"calibrated", "relevance", "raw_bonus", "beta"}
         ``calibrated`` (default) adds the bounded family regulariser; ``relevance``
-        zeroes it; ``raw_bonus`` uses an uncalibrated family-count bonus.
+        zeroes it; ``raw_bonus`` uses an uncalibrated family-count bonus; ``beta`` uses
+        each family's reliability learned from :func:`feedback` instead of the pool.
     token_budget, role_quotas, family_cap : optional
         Shortcuts for the :class:`PackParams` fields of the same names.
     roles : list of str, optional
@@ -452,3 +453,104 @@ def forget(
     if row is None:
         raise DatabaseError("forget: pgmem.forget_v1 returned nothing")
     return ForgetResult(audit_id=int(row[0]), notes_removed=int(row[1]))
+
+
+@dataclass(frozen=True)
+class FeedbackResult:
+    """What :func:`feedback` recorded, and the families' updated summed feedback weights."""
+
+    recorded: int
+    #: family -> (helpful, unhelpful) summed weights after this feedback.
+    families: Mapping[str, tuple[float, float]]
+
+
+def _note_ids(name: str, values: Iterable[str] | None) -> list[str]:
+    if values is None:
+        return []
+    if isinstance(values, str):
+        raise InputError(f"feedback: {name} must be a list of note ids, got the string {values!r}")
+    ids: list[str] = []
+    for value in values:
+        try:
+            ids.append(str(uuid.UUID(str(value))))
+        except ValueError:
+            raise InputError(f"feedback: {name} must hold note ids (UUIDs), got {value!r}") from None
+    if len(set(ids)) != len(ids):
+        raise InputError(f"feedback: {name} names a note twice")
+    return ids
+
+
+def feedback(
+    conn: psycopg.Connection[Any],
+    *,
+    namespace: str = "default",
+    helpful: Iterable[str] | None = None,
+    unhelpful: Iterable[str] | None = None,
+    weight: float = 1.0,
+    pack_id: str | None = None,
+) -> FeedbackResult:
+    """Record which packed notes helped and which did not; the ``beta`` mode learns from it.
+
+    Each judgement is stored in ``pgmem.feedback`` (note, its family, helpful or not,
+    weight, pack, who and when; no text) and added to its family's running totals in
+    ``pgmem.family_reliability``, which every later pack reads in its one stage-one
+    statement. One statement, in the caller's transaction if there is one: an unknown
+    note id raises :class:`pgmem.InputError` and records nothing.
+
+    Parameters
+    ----------
+    conn : psycopg.Connection
+        A connection of a ``pgmem_writer`` member (or the schema owner).
+    namespace : str
+        The namespace the notes belong to.
+    helpful, unhelpful : list of str
+        Note ids (``PackItem.note_id``) judged useful / not useful; at least one in
+        all, no note in both, none twice.
+    weight : float
+        Weight of each judgement (default 1; 0 < weight <= 1000), e.g. a confidence.
+    pack_id : str, optional
+        The logged pack (``Pack.pack_id``) the notes were judged in.
+
+    Returns
+    -------
+    FeedbackResult
+        How many judgements were recorded and the updated totals of the families touched.
+    """
+    check_namespace(namespace)
+    good = _note_ids("helpful", helpful)
+    bad = _note_ids("unhelpful", unhelpful)
+    if not good and not bad:
+        raise InputError("feedback: give at least one helpful or unhelpful note id")
+    both = sorted(set(good) & set(bad))
+    if both:
+        raise InputError(f"feedback: note {both[0]} is both helpful and unhelpful")
+    if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 < weight <= 1000:
+        raise InputError(f"feedback: weight must be in (0, 1000], got {weight!r}")
+    if pack_id is not None:
+        try:
+            pack_id = str(uuid.UUID(str(pack_id)))
+        except ValueError:
+            raise InputError(f"feedback: pack_id must be a UUID, got {pack_id!r}") from None
+    arguments = {"namespace": namespace, "helpful": good, "unhelpful": bad, "weight": float(weight), "pack_id": pack_id}
+    with database_errors("feedback"):
+        rows = conn.execute(query("feedback"), arguments).fetchall()
+    return FeedbackResult(
+        recorded=len(good) + len(bad),
+        families={str(family): (float(h), float(u)) for family, h, u in rows},
+    )
+
+
+def reset_feedback(conn: psycopg.Connection[Any], *, namespace: str, families: Sequence[str] | None = None) -> int:
+    """Forget the feedback of ``namespace`` (every family, or only ``families``).
+
+    Deletes the judgements and the families' totals, so the beta mode starts over.
+    Runs the privileged ``pgmem.reset_feedback_v1``: the caller must own the schema or
+    be a member of ``pgmem_admin``. Returns how many judgements were deleted.
+    """
+    check_namespace(namespace)
+    selected = None if families is None else list(_strings("families", families))
+    if selected is not None and not selected:
+        raise InputError("reset_feedback: families must be None (all) or a non-empty list")
+    with database_errors("reset feedback"):
+        row = conn.execute(query("reset_feedback"), {"namespace": namespace, "families": selected}).fetchone()
+    return int(row[0]) if row else 0

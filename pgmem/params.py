@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args
 from pgmem.errors import ConfigurationError
 from pgmem.validate import at_least, between, finite, whole
 
-Mode = Literal["calibrated", "relevance", "raw_bonus"]
+Mode = Literal["calibrated", "relevance", "raw_bonus", "beta"]
 MODES: tuple[str, ...] = get_args(Mode)
 
 ROLES: tuple[str, ...] = (
@@ -141,6 +141,11 @@ class CalibrationParams(_Params):
         Weight of the write-time confidence prior p_f in the reliability r_f (default 0.3).
     gamma : float
         Maximum size of the family regulariser, in pool standard deviations (default 0.5).
+    feedback_prior : float
+        ``kappa``, beta mode only: strength (in pseudo-judgements) of the prior that
+        centres every family's Beta reliability on the namespace's helpful rate, so a
+        family without feedback gets no nudge and a few judgements move it little
+        (default 2, > 0).
     """
 
     n_min: int = 8
@@ -152,6 +157,7 @@ class CalibrationParams(_Params):
     tau: float = 2.0
     alpha_prior: float = 0.3
     gamma: float = 0.5
+    feedback_prior: float = 2.0
 
     def __post_init__(self) -> None:
         whole("n_min", self.n_min, 1)
@@ -163,6 +169,7 @@ class CalibrationParams(_Params):
         at_least("tau", self.tau, 0.0, strict=True)
         between("alpha_prior", self.alpha_prior, 0.0, 1.0)
         at_least("gamma", self.gamma, 0.0)
+        at_least("feedback_prior", self.feedback_prior, 0.0, strict=True)
 
 
 @dataclass(frozen=True)

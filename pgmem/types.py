@@ -107,12 +107,15 @@ class Candidate:
 
 @dataclass(frozen=True)
 class FamilyAggregate:
-    """Per-family pool aggregates: m_f (count), R_f (sum of b), p_f (mean confidence)."""
+    """Per-family pool aggregates: m_f (count), R_f (sum of b), p_f (mean confidence),
+    and the family's summed feedback weights (helpful, unhelpful) for the beta mode."""
 
     family: str
     count: int
     score_sum: float
     mean_confidence: float
+    feedback_helpful: float = 0.0
+    feedback_unhelpful: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,13 @@ class FamilyCalibration:
     uncertainty: float
     regularizer: float
     variance_floor_dominated: bool
+    #: Summed weight of the feedback on this family's notes (pgmem.feedback).
+    feedback_helpful: float = 0.0
+    feedback_unhelpful: float = 0.0
+    #: Posterior mean of the family's Beta reliability, and its distance from the
+    #: namespace's base rate in posterior standard deviations (the beta mode's signal).
+    feedback_reliability: float = 0.0
+    feedback_z: float = 0.0
 
 
 @dataclass(frozen=True)

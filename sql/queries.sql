@@ -81,7 +81,14 @@ CROSS JOIN LATERAL (
 ) AS n;
 
 -- name: stage_one --
-SELECT * FROM pgmem.stage_one_v1(
+-- The candidates and pool aggregates of stage_one_v1, plus the feedback the beta mode
+-- reads: each candidate's family totals and the namespace's (one statement).
+SELECT s.*,
+       coalesce(r.helpful, 0) AS family_feedback_helpful,
+       coalesce(r.unhelpful, 0) AS family_feedback_unhelpful,
+       coalesce(t.feedback_helpful, 0) AS namespace_feedback_helpful,
+       coalesce(t.feedback_unhelpful, 0) AS namespace_feedback_unhelpful
+FROM pgmem.stage_one_v1(
     %(namespace)s, %(model)s, %(query_embedding)s::vector, %(query)s,
     k_dense => %(k_dense)s, k_lex => %(k_lex)s, ef_search => %(ef_search)s,
     lex_max_terms => %(lex_max_terms)s, lex_max_postings => %(lex_max_postings)s,
@@ -93,7 +100,16 @@ SELECT * FROM pgmem.stage_one_v1(
     keyword_hints => %(keyword_hints)s::text[], keyword_boost => %(keyword_boost)s,
     handle_hints => %(handle_hints)s::text[], handle_boost => %(handle_boost)s,
     link_weight => %(link_weight)s, roles => %(roles)s::text[], filter => %(filter)s::jsonb,
-    neighbour_seeds => %(neighbour_seeds)s);
+    neighbour_seeds => %(neighbour_seeds)s) AS s
+LEFT JOIN pgmem.family_reliability AS r ON r.namespace = %(namespace)s AND r.family = s.family
+LEFT JOIN pgmem.namespaces AS t ON t.namespace = %(namespace)s;
+
+-- name: feedback --
+SELECT family, helpful, unhelpful
+FROM pgmem.feedback_v1(%(namespace)s, %(helpful)s::uuid[], %(unhelpful)s::uuid[], %(weight)s, %(pack_id)s::uuid);
+
+-- name: reset_feedback --
+SELECT pgmem.reset_feedback_v1(%(namespace)s, %(families)s::text[]);
 
 -- name: log_pack --
 SELECT pgmem.log_pack_v1(%(pack)s::jsonb) AS pack_id;

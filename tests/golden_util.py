@@ -52,15 +52,24 @@ def candidates_of(case: dict[str, Any]) -> list[Candidate]:
     return [candidate_from_json(row) for row in case["pool"]]
 
 
+def feedback_of(case: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """The case's feedback: family -> (helpful, unhelpful) summed weights (may be empty)."""
+    return {family: (float(h), float(u)) for family, (h, u) in case.get("feedback", {}).items()}
+
+
 # ---------------------------------------------------------------------------------
 # Scalar reference: stage-one aggregates (§3.1), calibration (§3.2), pack (§3.3).
 # ---------------------------------------------------------------------------------
 
 
-def reference_pool(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def reference_pool(
+    rows: list[dict[str, Any]], feedback: dict[str, tuple[float, float]] | None = None
+) -> dict[str, Any]:
+    feedback = feedback or {}
+    totals = (math.fsum(h for h, _ in feedback.values()), math.fsum(u for _, u in feedback.values()))
     size = len(rows)
     if size == 0:
-        return {"size": 0, "mean": 0.0, "variance": 0.0, "entropy": 0.0, "families": []}
+        return {"size": 0, "mean": 0.0, "variance": 0.0, "entropy": 0.0, "families": [], "feedback": totals}
     mean = math.fsum(row["base_score"] for row in rows) / size
     variance = math.fsum((row["base_score"] - mean) ** 2 for row in rows) / size
     names = sorted({row["family"] for row in rows})
@@ -75,6 +84,8 @@ def reference_pool(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 "count": count,
                 "score_sum": math.fsum(row["base_score"] for row in members),
                 "mean_confidence": math.fsum(row["confidence"] for row in members) / count,
+                "feedback_helpful": feedback.get(name, (0.0, 0.0))[0],
+                "feedback_unhelpful": feedback.get(name, (0.0, 0.0))[1],
             }
         )
         share = count / size
@@ -85,6 +96,7 @@ def reference_pool(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "variance": variance,
         "entropy": max(entropy, 0.0),
         "families": families,
+        "feedback": totals,
     }
 
 
@@ -101,6 +113,9 @@ def reference_calibration(pool: dict[str, Any], params: dict[str, Any], mode: st
         reasons.append("pool_one_sided")
     degraded = bool(reasons)
     largest = max(f["count"] for f in pool["families"])
+    helpful_total, unhelpful_total = pool["feedback"]
+    base_rate = (helpful_total + 1) / (helpful_total + unhelpful_total + 2)
+    kappa = params.get("feedback_prior", CalibrationParams().feedback_prior)
     records = []
     for family in pool["families"]:
         m = family["count"]
@@ -115,10 +130,16 @@ def reference_calibration(pool: dict[str, Any], params: dict[str, Any], mode: st
         r = min(1.0, max(0.0, alpha * family["mean_confidence"] + (1 - alpha) * (c + 1) / 2))
         v = max(0.0, sigma2 - params["var_floor"]) / (sigma2 + params["eps"])
         u = min(1.0, max(0.0, 0.5 * v + 0.5 * (1 - evidence)))
+        a = kappa * base_rate + family["feedback_helpful"]
+        b = kappa * (1 - base_rate) + family["feedback_unhelpful"]
+        q = a / (a + b)
+        zq = (q - base_rate) / math.sqrt(a * b / ((a + b) ** 2 * (a + b + 1)) + params["eps"])
         if degraded or mode == "relevance":
             reg = 0.0
         elif mode == "raw_bonus":
             reg = params["gamma"] * m / largest
+        elif mode == "beta":
+            reg = params["gamma"] * math.tanh(zq / params["tau"])
         else:
             reg = params["gamma"] * (2 * r - 1) * (1 - u)
         records.append(
@@ -133,6 +154,8 @@ def reference_calibration(pool: dict[str, Any], params: dict[str, Any], mode: st
                 "uncertainty": u,
                 "regularizer": reg,
                 "variance_floor_dominated": params["var_floor"] > spread,
+                "feedback_reliability": q,
+                "feedback_z": zq,
             }
         )
     return {"degraded": degraded, "degraded_reasons": reasons, "families": records}
@@ -233,7 +256,7 @@ def reference_pack(
 def reference_expected(case: dict[str, Any], mode: str | None = None) -> dict[str, Any]:
     """Everything a golden case expects, recomputed by the scalar reference."""
     mode = case["mode"] if mode is None else mode
-    pool = reference_pool(case["pool"])
+    pool = reference_pool(case["pool"], feedback_of(case))
     calibration = reference_calibration(pool, case["calibration_params"], mode)
     packed = reference_pack(case["pool"], pool, calibration, case["calibration_params"], case["pack_params"])
     return {
@@ -289,7 +312,7 @@ PHRASES = (
     "naïve",
     "delta delta delta",
 )
-MODES_ALL = ("calibrated", "relevance", "raw_bonus")
+MODES_ALL = ("calibrated", "relevance", "raw_bonus", "beta")
 
 # Dyadic scores and confidences add up exactly in any order, so a pool's sums do not
 # depend on candidate order; the shuffle test then checks the packer, not floating

@@ -15,6 +15,7 @@ from golden_util import (
     candidate_from_json,
     candidate_rows,
     candidates_of,
+    feedback_of,
     golden_paths,
     load_case,
     reference_expected,
@@ -33,7 +34,7 @@ CALIBRATION_KEYS = ("degraded", "degraded_reasons", "families")
 
 
 def _golden_calibration(case: dict[str, Any], mode: str | None = None) -> Calibration:
-    pool = Pool.from_candidates(candidates_of(case))
+    pool = Pool.from_candidates(candidates_of(case), feedback_of(case))
     params = CalibrationParams(**case["calibration_params"])
     return calibrate(pool, params, case["mode"] if mode is None else mode)  # type: ignore[arg-type]
 
@@ -68,7 +69,7 @@ def test_there_are_enough_golden_cases() -> None:
 @pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.stem)
 def test_golden_calibration_matches_module(path: Path) -> None:
     case = load_case(path)
-    pool = Pool.from_candidates(candidates_of(case))
+    pool = Pool.from_candidates(candidates_of(case), feedback_of(case))
     assert_matches(
         {"size": pool.size, "mean": pool.mean, "variance": pool.variance, "entropy": pool.entropy},
         case["expected"]["pool"],
@@ -174,7 +175,7 @@ def test_variance_floor_dominated_flag() -> None:
 
 def test_unknown_mode_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match="mode"):
-        calibrate(_pool(("wire", 0.5)), CalibrationParams(), "beta")  # type: ignore[arg-type]
+        calibrate(_pool(("wire", 0.5)), CalibrationParams(), "bayes")  # type: ignore[arg-type]
 
 
 def test_unknown_family_regularizer_is_a_key_error() -> None:
@@ -235,3 +236,54 @@ def test_degraded_flag_matches_its_reasons(rows: list[Candidate], params: Calibr
         assert ("pool_too_small" in calibration.degraded_reasons) == (pool.size < params.n_min)
         assert ("pool_too_flat" in calibration.degraded_reasons) == (pool.variance < params.var_min)
         assert ("pool_one_sided" in calibration.degraded_reasons) == (pool.entropy < params.h_min)
+
+
+# ------------------------------------------------------------------ beta mode (feedback)
+
+_HEALTHY = (("wire", 0.9), ("wire", 0.7), ("blog", 0.8), ("blog", 0.4), ("forum", 0.6), ("forum", 0.3)) * 2
+
+
+def _fed(feedback: dict[str, tuple[float, float]], params: CalibrationParams | None = None) -> Calibration:
+    rows = [_row(f, b, index=i) for i, (f, b) in enumerate(_HEALTHY)]
+    return calibrate(Pool.from_candidates(rows, feedback), params or CalibrationParams(), "beta")
+
+
+def test_beta_without_feedback_changes_nothing() -> None:
+    calibration = _fed({})
+    assert not calibration.degraded
+    for record in calibration.families:
+        assert record.regularizer == 0.0
+        assert record.feedback_z == 0.0
+        assert record.feedback_reliability == pytest.approx(0.5)
+
+
+def test_beta_demotes_unhelpful_and_promotes_helpful_families() -> None:
+    calibration = _fed({"wire": (0.0, 30.0), "blog": (12.0, 18.0), "elsewhere": (3.0, 27.0)})
+    # Base rate (15 + 1) / (90 + 2): wire is far below it, blog above, forum has no feedback.
+    assert calibration.regularizer("wire") < -0.4
+    assert calibration.regularizer("blog") > 0.2
+    assert calibration.regularizer("forum") == 0.0
+    assert calibration.family("blog").feedback_reliability > 15 / 90
+
+
+def test_beta_nudge_grows_with_evidence_and_stays_bounded() -> None:
+    gamma = 0.5
+    few = _fed({"wire": (1.0, 4.0), "blog": (5.0, 5.0)}, CalibrationParams(gamma=gamma)).regularizer("wire")
+    many = _fed({"wire": (100.0, 400.0), "blog": (500.0, 500.0)}, CalibrationParams(gamma=gamma)).regularizer("wire")
+    huge = _fed({"wire": (0.0, 1e9), "blog": (1e9, 0.0)}, CalibrationParams(gamma=gamma))
+    assert many < few < 0.0
+    assert -gamma <= huge.regularizer("wire") < 0.0 < huge.regularizer("blog") <= gamma
+
+
+def test_beta_is_off_in_a_degraded_pool() -> None:
+    rows = [_row("wire", 0.5, index=i) for i in range(3)]
+    calibration = calibrate(Pool.from_candidates(rows, {"wire": (0.0, 50.0)}), CalibrationParams(), "beta")
+    assert calibration.degraded
+    assert calibration.regularizer("wire") == 0.0
+    assert calibration.family("wire").feedback_z < 0.0
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf])
+def test_bad_feedback_in_a_pool_is_an_input_error(bad: float) -> None:
+    with pytest.raises(InputError, match="feedback_unhelpful"):
+        _fed({"wire": (1.0, bad)})

@@ -107,3 +107,75 @@ def test_a_poisoned_run_reports_the_attack(
         assert 0.0 <= figures["poisoned_share"] <= 1.0
         assert figures["attack_inclusion_rate"] == 1.0  # the poison repeats the question: it is always packed
     assert "## Under attack: 2 questions, 10 poisoned notes" in render_markdown(report)
+
+
+def _spam_corpus(tmp_path: Path) -> Path:
+    """Twelve questions; for each, an atlas note answers it and a 'spam' note only
+    repeats the question's words (more relevant on words alone, never gold)."""
+    places = ["Arvia", "Belmar", "Corsa", "Dunmere", "Elbany", "Forlan", "Gavros", "Hesket", "Ilvan", "Jorra"]
+    places += ["Kestrel", "Lunmar"]
+    lines = []
+    for i, place in enumerate(places):
+        lines.append(
+            json.dumps(
+                {"type": "note", "id": f"a{i}", "text": f"{place} has its capital at Port {i}.", "family": "atlas"}
+            )
+        )
+        lines.append(
+            json.dumps(
+                {
+                    "type": "note",
+                    "id": f"s{i}",
+                    "text": f"What is the capital of {place}? The capital of {place}, click here!",
+                    "family": "spam",
+                }
+            )
+        )
+        lines.append(
+            json.dumps(
+                {
+                    "type": "question",
+                    "id": f"q{i}",
+                    "question": f"What is the capital of {place}?",
+                    "gold": [f"a{i}"],
+                    "answers": [f"Port {i}"],
+                }
+            )
+        )
+    path = tmp_path / "spam.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_folds_are_stable_and_all_used() -> None:
+    from pgmem.eval.runner import fold_of
+
+    ids = [f"q{i}" for i in range(200)]
+    assert [fold_of(i, 3, seed=1) for i in ids] == [fold_of(i, 3, seed=1) for i in ids]
+    assert {fold_of(i, 3) for i in ids} == {0, 1, 2}
+    assert [fold_of(i, 2, seed=0) for i in ids] != [fold_of(i, 2, seed=1) for i in ids]
+
+
+def test_beta_learns_from_other_folds_feedback(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder, tmp_path: Path
+) -> None:
+    from pgmem.eval.runner import evaluation_steps
+
+    corpus = load_jsonl(_spam_corpus(tmp_path))
+    # Budget 2: on words alone both slots go to spam notes (the question's and another's).
+    config = RunConfig(budget=2, feedback_folds=3, namespace_prefix="e-")
+    steps: list[int] = []
+    run = evaluate(conn, corpus, hashing, config, systems=("relevance", "beta"), progress=steps.append)
+    assert sum(steps) == evaluation_steps(corpus, ("relevance", "beta"), config) == 12 + 2 * 12
+    assert run.feedback is not None
+    assert run.feedback.folds == 3 and run.feedback.training_packs == 24
+    assert run.feedback.helpful + run.feedback.unhelpful == 48  # budget 2: two judgements per pack
+    report = build_report(corpus, run, config)
+    relevance, beta = report["systems"]["relevance"]["recall"], report["systems"]["beta"]["recall"]
+    assert relevance < 50.0  # on words alone the spam note wins most questions
+    assert beta > relevance  # feedback on the other folds taught the beta mode to distrust 'spam'
+    assert [r.question_id for r in run.results["beta"]] == [q.id for q in corpus.questions]
+    assert "What the beta mode learned from" in render_markdown(report)
+    # The last fold's feedback is what remains stored: only the other folds' judgements.
+    stored = conn.execute("SELECT count(*) FROM pgmem.feedback WHERE namespace = 'e-default'").fetchone()
+    assert stored is not None and 0 < stored[0] < 2 * 12

@@ -18,6 +18,7 @@ from golden_util import (
     candidates_of,
     dyadic_confidences,
     dyadic_scores,
+    feedback_of,
     golden_paths,
     load_case,
     pack_params,
@@ -55,7 +56,7 @@ REJECTION_KEYS = (
 
 
 def _pack(case: dict[str, Any], mode: str | None = None) -> PackResult:
-    pool = Pool.from_candidates(candidates_of(case))
+    pool = Pool.from_candidates(candidates_of(case), feedback_of(case))
     calibration = calibrate(
         pool,
         CalibrationParams(**case["calibration_params"]),

@@ -192,3 +192,28 @@ def test_the_forget_flag_alone_does_not_unlock_deletes(dsn: str, tenants: Any, r
         writer.execute("SET pgmem.forget_in_progress = 'on'")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             writer.execute("DELETE FROM pgmem.notes")
+
+
+def test_feedback_needs_a_writer_and_stays_in_its_namespace(
+    dsn: str, tenants: Any, roles: dict[str, str], hashing: HashingEmbedder
+) -> None:
+    ids = {
+        ns: str(tenants.execute("SELECT note_id FROM pgmem.notes WHERE namespace = %s", (ns,)).fetchone()[0])
+        for ns in ("a", "b")
+    }
+    with _as(dsn, roles["reader"], "a") as reader:
+        with pytest.raises(pgmem.DatabaseError, match="permission denied"):
+            pgmem.feedback(reader, namespace="a", helpful=[ids["a"]])
+        # Readers still pack in the beta mode: they may read the learned reliability.
+        assert pgmem.pack(reader, "secret code", namespace="a", mode="beta", embedder=hashing).items
+    with _as(dsn, roles["writer"], "a") as writer:
+        assert pgmem.feedback(writer, namespace="a", helpful=[ids["a"]]).families == {"fa": (1.0, 0.0)}
+        # Another namespace's notes are invisible to the writer, so unknown: nothing written.
+        with pytest.raises(pgmem.InputError, match="not notes of namespace"):
+            pgmem.feedback(writer, namespace="a", helpful=[ids["b"]])
+        with pytest.raises(pgmem.InputError, match="not notes of namespace b"):
+            pgmem.feedback(writer, namespace="b", helpful=[ids["b"]])
+        with pytest.raises(pgmem.DatabaseError, match="permission denied"):
+            pgmem.reset_feedback(writer, namespace="a")
+        assert writer.execute("SELECT count(*) FROM pgmem.family_reliability").fetchone() == (1,)
+    assert tenants.execute("SELECT namespace, family FROM pgmem.family_reliability").fetchall() == [("a", "fa")]

@@ -21,6 +21,7 @@ from pgmem.errors import (
 #: SQLSTATEs raised by pgmem's own SQL (sql/schema.sql).
 NOTE_IMMUTABLE = "PM001"
 EMBEDDING_MISMATCH = "PM002"
+UNKNOWN_NOTE = "PM003"
 
 
 @contextmanager
@@ -75,7 +76,7 @@ def translate(exc: psycopg.Error, action: str) -> PgmemError:
     state = exc.sqlstate
     if state == EMBEDDING_MISMATCH:
         return EmbeddingMismatchError(f"{action}: {message}")
-    if state == NOTE_IMMUTABLE:
+    if state in (NOTE_IMMUTABLE, UNKNOWN_NOTE, "22023"):
         return InputError(f"{action}: {message}")
     missing = (
         pg_errors.UndefinedTable,

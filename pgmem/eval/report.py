@@ -6,7 +6,7 @@ import json
 import math
 import statistics
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from pgmem.types import jsonable
 COMPARISONS = (
     ("calibrated", "relevance"),
     ("calibrated", "raw_bonus"),
+    ("beta", "relevance"),
     ("relevance", "rrf"),
     ("relevance", "dense"),
     ("relevance", "lexical"),
@@ -107,8 +108,11 @@ def build_report(corpus: EvalCorpus, run: RunResult, config: RunConfig, *, condi
             "stage_one": config.stage_one.as_dict(),
             "calibration": config.calibration.as_dict(),
             "packing": config.pack_params().as_dict(),
+            "feedback_folds": config.feedback_folds,
+            "seed": config.seed,
         },
         "ingest_seconds": run.ingest_seconds,
+        "feedback": asdict(run.feedback) if run.feedback is not None else None,
         "systems": {system: asdict(summary) for system, summary in summaries.items()},
         "differences": [asdict(d) for d in differences],
         "fallback": fallback,
@@ -170,6 +174,17 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                 f"| {system} | {_number(100 * a['attack_inclusion_rate'])} | {_number(100 * a['poisoned_share'])} |"
                 f" {_number(100 * a['clean_recall_under_attack'])} |"
             )
+    fed = report.get("feedback")
+    if fed:
+        judged = fed["helpful"] + fed["unhelpful"]
+        lines += [
+            "",
+            "## What the beta mode learned from",
+            "",
+            f"Cross-fitted over {fed['folds']} folds: each fold's questions were packed with the reliability"
+            f" learned from feedback on the other folds' packs only ({fed['training_packs']} training packs,"
+            f" {judged} judgements, {_number(100 * fed['helpful'] / judged if judged else math.nan)} % helpful).",
+        ]
     f = report["fallback"]
     lines += [
         "",
@@ -194,3 +209,61 @@ def write_report(report: Mapping[str, Any], folder: Path) -> tuple[Path, Path]:
     markdown.write_text(render_markdown(report), encoding="utf-8")
     data.write_text(json.dumps(jsonable(report), indent=2, allow_nan=False) + "\n", encoding="utf-8")
     return markdown, data
+
+
+#: The order systems are shown in; any other system follows, by name.
+SYSTEM_ORDER = ("calibrated", "relevance", "raw_bonus", "beta", "dense", "lexical", "rrf")
+
+
+def systems_of(reports: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every system that ran in any of ``reports``, in :data:`SYSTEM_ORDER`."""
+    seen = {system for report in reports for system in report["systems"]}
+    return [s for s in SYSTEM_ORDER if s in seen] + sorted(seen - set(SYSTEM_ORDER))
+
+
+def run_label(report: Mapping[str, Any]) -> str:
+    """A report's condition, with its family cap when it had one."""
+    cap = report["config"]["packing"].get("family_cap")
+    return str(report.get("condition", "clean")) + (f", family cap {cap}" if cap else "")
+
+
+def _difference_cell(report: Mapping[str, Any], metric: str) -> str:
+    found = next((d for d in report["differences"] if d["metric"] == metric), None)
+    return f"{found['mean']:+.2f} [{found['low']:+.2f}, {found['high']:+.2f}]" if found else "—"
+
+
+def render_summary(reports: Sequence[Mapping[str, Any]]) -> str:
+    """Several reports (datasets × conditions) as Markdown tables: recall of every
+    system, the calibrated − relevance and beta − relevance recall differences with
+    their intervals, and, for attacked runs, the attack metrics."""
+    ordered = sorted(reports, key=lambda r: (r["corpus"]["name"], run_label(r)))
+    systems = systems_of(ordered)
+    lines = [
+        "| data | condition | " + " | ".join(systems) + " | calibrated − relevance | beta − relevance |",
+        "|---|---|" + "---|" * len(systems) + "---|---|",
+    ]
+    for r in ordered:
+        recall = [_number(r["systems"][s]["recall"]) if s in r["systems"] else "—" for s in systems]
+        lines.append(
+            f"| {r['corpus']['name']} | {run_label(r)} | "
+            + " | ".join(recall)
+            + f" | {_difference_cell(r, 'calibrated − relevance: recall')}"
+            + f" | {_difference_cell(r, 'beta − relevance: recall')} |"
+        )
+    attacked = [r for r in ordered if r.get("attack")]
+    if attacked:
+        lines += [
+            "",
+            "| data | condition | system | packs with poison | poisoned share | clean recall (attacked) |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in attacked:
+            for system in systems:
+                a = r["attack"]["systems"].get(system)
+                if a is not None:
+                    lines.append(
+                        f"| {r['corpus']['name']} | {run_label(r)} | {system} |"
+                        f" {_number(100 * a['attack_inclusion_rate'])} | {_number(100 * a['poisoned_share'])} |"
+                        f" {_number(100 * a['clean_recall_under_attack'])} |"
+                    )
+    return "\n".join(lines) + "\n"

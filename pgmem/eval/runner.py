@@ -5,19 +5,30 @@ modes then calibrate and pack that same pool, and the plain retrieval baselines 
 it: dense-only (cosine), lexical-only (BM25) and reciprocal-rank fusion of the two —
 each pool holds the exact dense top-``k_dense`` and lexical top-``k_lex``, so these are
 the baselines' true top-``budget`` at the same budget, on the same store and embedder.
+
+The ``beta`` mode learns each family's reliability from :func:`pgmem.feedback` on a
+training split, and is cross-fitted so that every question is still evaluated and none
+is evaluated on feedback from itself: the questions are split into ``feedback_folds``
+folds by a hash of their ids; for each fold the namespaces' feedback is reset, the other
+folds' questions are packed in the beta mode one after another with feedback after each
+(the packed gold notes helpful, the others not: online, as a deployment would learn),
+and then the fold's own questions are evaluated by every system. Systems other than
+``beta`` do not read feedback, so their packs do not depend on the folds.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
-from pgmem.api import build_hints, ingest
+from pgmem.api import build_hints, feedback, ingest, reset_feedback
 from pgmem.embeddings import Embedder, embed_unique
+from pgmem.errors import ConfigurationError
 from pgmem.eval.datasets import EvalCorpus, EvalQuestion
 from pgmem.eval.metrics import QuestionResult
 from pgmem.params import CalibrationParams, PackParams, StageOneParams
@@ -26,9 +37,9 @@ from pgmem.retrieval.packer import rank_and_pack
 from pgmem.retrieval.pool import Pool
 from pgmem.retrieval.stage_one import run_stage_one, stage_one_arguments
 from pgmem.types import Candidate
-from pgmem.validate import check_namespace
+from pgmem.validate import check_namespace, whole
 
-PGMEM_MODES = ("calibrated", "relevance", "raw_bonus")
+PGMEM_MODES = ("calibrated", "relevance", "raw_bonus", "beta")
 BASELINES = ("dense", "lexical", "rrf")
 SYSTEMS = PGMEM_MODES + BASELINES
 #: Reciprocal-rank fusion constant (the usual 60).
@@ -45,6 +56,13 @@ class RunConfig:
     packing: PackParams | None = None
     derive_hints: bool = True
     namespace_prefix: str = "eval-"
+    #: Cross-fitting folds of the beta mode's training split (>= 2).
+    feedback_folds: int = 2
+    #: Seed of the fold assignment.
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        whole("feedback_folds", self.feedback_folds, 2, 20)
 
     def pack_params(self) -> PackParams:
         return PackParams(budget=self.budget) if self.packing is None else self.packing
@@ -63,10 +81,21 @@ class PoolDiagnostics:
 
 
 @dataclass(frozen=True)
+class FeedbackStats:
+    """What the beta mode learned from: training packs and judgements over all folds."""
+
+    folds: int
+    training_packs: int
+    helpful: int
+    unhelpful: int
+
+
+@dataclass(frozen=True)
 class RunResult:
     results: dict[str, list[QuestionResult]]
     diagnostics: list[PoolDiagnostics]
     ingest_seconds: float
+    feedback: FeedbackStats | None = None
 
 
 def ingest_corpus(
@@ -111,7 +140,7 @@ def baseline_pack(pool: Pool, system: str, budget: int) -> list[Candidate]:
             return score
 
         return _top(pool.candidates, fused, budget)
-    raise ValueError(f"unknown baseline {system!r}")
+    raise ConfigurationError(f"system {system!r} is not a baseline; baselines are {', '.join(BASELINES)}")
 
 
 def _result(question: EvalQuestion, packed: Sequence[Any], latency: dict[str, float]) -> QuestionResult:
@@ -126,42 +155,76 @@ def _result(question: EvalQuestion, packed: Sequence[Any], latency: dict[str, fl
     )
 
 
-def evaluate(
-    conn: psycopg.Connection[Any],
-    corpus: EvalCorpus,
-    embedder: Embedder,
-    config: RunConfig | None = None,
-    *,
-    systems: Sequence[str] = SYSTEMS,
-    progress: Callable[[int], None] | None = None,
-) -> RunResult:
-    """Ingest ``corpus`` (idempotent) and run ``systems`` on every question.
+def fold_of(question_id: str, folds: int, seed: int = 0) -> int:
+    """The cross-fitting fold of a question: a stable hash of its id and the seed."""
+    digest = hashlib.sha256(f"{seed}:{question_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % folds
 
-    Returns per-system question results (for :mod:`pgmem.eval.metrics`) and the
-    calibrated mode's pool diagnostics. Adversarial questions (LoCoMo category 5) are
-    run too; their results carry the category so reports can show them apart.
-    """
+
+def evaluation_steps(corpus: EvalCorpus, systems: Sequence[str], config: RunConfig | None = None) -> int:
+    """How many progress steps :func:`evaluate` reports: one per evaluated question,
+    plus one per training pack of the beta mode (questions with gold evidence, once per
+    fold they train)."""
     config = config or RunConfig()
-    unknown = sorted(set(systems) - set(SYSTEMS))
-    if unknown:
-        raise ValueError(f"unknown systems {unknown}; choose from {', '.join(SYSTEMS)}")
-    ingest_seconds = ingest_corpus(conn, corpus, embedder, config)
-    packing = config.pack_params()
-    vectors = embed_unique(embedder, [q.question for q in corpus.questions])
-    results: dict[str, list[QuestionResult]] = {system: [] for system in systems}
-    diagnostics: list[PoolDiagnostics] = []
-    for question, vector in zip(corpus.questions, vectors, strict=True):
-        namespace = config.namespace_prefix + question.namespace
+    steps = len(corpus.questions)
+    if "beta" in systems:
+        steps += (config.feedback_folds - 1) * sum(1 for q in corpus.questions if q.gold)
+    return steps
+
+
+class _Session:
+    """One evaluation's connection, embedder, configuration and question vectors."""
+
+    def __init__(
+        self, conn: psycopg.Connection[Any], corpus: EvalCorpus, embedder: Embedder, config: RunConfig
+    ) -> None:
+        self.conn = conn
+        self.embedder = embedder
+        self.config = config
+        self.packing = config.pack_params()
+        vectors = embed_unique(embedder, [q.question for q in corpus.questions])
+        self.vectors = {q.id: vector for q, vector in zip(corpus.questions, vectors, strict=True)}
+
+    def namespace(self, question: EvalQuestion) -> str:
+        return self.config.namespace_prefix + question.namespace
+
+    def pool(self, question: EvalQuestion) -> Pool:
+        hints = build_hints(question.question, derive=self.config.derive_hints)
+        arguments = stage_one_arguments(
+            self.namespace(question),
+            self.embedder.name,
+            self.vectors[question.id],
+            question.question,
+            hints,
+            self.config.stage_one,
+        )
+        return run_stage_one(self.conn, arguments)
+
+    def train(self, question: EvalQuestion) -> tuple[int, int]:
+        """Pack ``question`` in the beta mode and give feedback on the pack; returns
+        the (helpful, unhelpful) judgements given."""
+        pool = self.pool(question)
+        items = rank_and_pack(pool, calibrate(pool, self.config.calibration, "beta"), self.packing).items
+        gold = set(question.gold)
+        helpful = [item.note_id for item in items if (item.external_id or item.note_id) in gold]
+        unhelpful = [item.note_id for item in items if (item.external_id or item.note_id) not in gold]
+        if items:
+            feedback(self.conn, namespace=self.namespace(question), helpful=helpful, unhelpful=unhelpful)
+        return len(helpful), len(unhelpful)
+
+    def run(
+        self, question: EvalQuestion, systems: Sequence[str], diagnostics: list[PoolDiagnostics]
+    ) -> dict[str, QuestionResult]:
+        """Every system on ``question``'s one stage-one pool."""
         started = time.perf_counter()
-        hints = build_hints(question.question, derive=config.derive_hints)
-        arguments = stage_one_arguments(namespace, embedder.name, vector, question.question, hints, config.stage_one)
-        pool = run_stage_one(conn, arguments)
+        pool = self.pool(question)
         stage_one_ms = (time.perf_counter() - started) * 1000
+        results: dict[str, QuestionResult] = {}
         for system in systems:
             tick = time.perf_counter()
             if system in PGMEM_MODES:
-                calibration = calibrate(pool, config.calibration, system)  # type: ignore[arg-type]
-                packed: Sequence[Any] = rank_and_pack(pool, calibration, packing).items
+                calibration = calibrate(pool, self.config.calibration, system)  # type: ignore[arg-type]
+                packed: Sequence[Any] = rank_and_pack(pool, calibration, self.packing).items
                 if system == "calibrated":
                     diagnostics.append(
                         PoolDiagnostics(
@@ -174,9 +237,65 @@ def evaluate(
                         )
                     )
             else:
-                packed = baseline_pack(pool, system, packing.budget)
+                packed = baseline_pack(pool, system, self.packing.budget)
             latency = {"stage_one": stage_one_ms, "rank": (time.perf_counter() - tick) * 1000}
-            results[system].append(_result(question, packed, latency))
-        if progress is not None:
-            progress(1)
-    return RunResult(results=results, diagnostics=diagnostics, ingest_seconds=ingest_seconds)
+            results[system] = _result(question, packed, latency)
+        return results
+
+
+def evaluate(
+    conn: psycopg.Connection[Any],
+    corpus: EvalCorpus,
+    embedder: Embedder,
+    config: RunConfig | None = None,
+    *,
+    systems: Sequence[str] = SYSTEMS,
+    progress: Callable[[int], None] | None = None,
+) -> RunResult:
+    """Ingest ``corpus`` (idempotent) and run ``systems`` on every question.
+
+    Returns per-system question results (for :mod:`pgmem.eval.metrics`), in the
+    corpus's question order, and the calibrated mode's pool diagnostics. Adversarial
+    questions (LoCoMo category 5) are run too; their results carry the category so
+    reports can show them apart. With the ``beta`` mode, the evaluation namespaces'
+    feedback is reset and relearned per fold (see the module docstring); ``progress``
+    then also counts the training packs (:func:`evaluation_steps`).
+    """
+    config = config or RunConfig()
+    unknown = sorted(set(systems) - set(SYSTEMS))
+    if unknown:
+        raise ConfigurationError(f"systems has unknown {unknown}; choose from {', '.join(SYSTEMS)}")
+    ingest_seconds = ingest_corpus(conn, corpus, embedder, config)
+    session = _Session(conn, corpus, embedder, config)
+    by_question: dict[str, dict[str, QuestionResult]] = {}
+    diagnostics: list[PoolDiagnostics] = []
+    stats = None
+
+    def evaluate_all(questions: Iterable[EvalQuestion]) -> None:
+        for question in questions:
+            by_question[question.id] = session.run(question, systems, diagnostics)
+            if progress is not None:
+                progress(1)
+
+    if "beta" not in systems:
+        evaluate_all(corpus.questions)
+    else:
+        folds = config.feedback_folds
+        fold = {q.id: fold_of(q.id, folds, config.seed) for q in corpus.questions}
+        namespaces = sorted({session.namespace(q) for q in corpus.questions})
+        packs = helpful = unhelpful = 0
+        for k in range(folds):
+            for namespace in namespaces:
+                reset_feedback(conn, namespace=namespace)
+            for question in corpus.questions:
+                if fold[question.id] != k and question.gold:
+                    good, bad = session.train(question)
+                    packs, helpful, unhelpful = packs + 1, helpful + good, unhelpful + bad
+                    if progress is not None:
+                        progress(1)
+            evaluate_all(q for q in corpus.questions if fold[q.id] == k)
+        stats = FeedbackStats(folds=folds, training_packs=packs, helpful=helpful, unhelpful=unhelpful)
+    results = {system: [by_question[q.id][system] for q in corpus.questions] for system in systems}
+    order = {q.id: i for i, q in enumerate(corpus.questions)}
+    diagnostics.sort(key=lambda d: order[d.question_id])
+    return RunResult(results=results, diagnostics=diagnostics, ingest_seconds=ingest_seconds, feedback=stats)

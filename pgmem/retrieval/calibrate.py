@@ -77,6 +77,13 @@ class Calibration:
         except KeyError:
             raise KeyError(f"family {family!r} is not in the calibrated pool") from None
 
+    def family(self, name: str) -> FamilyCalibration:
+        """Return the calibration record of family ``name`` (KeyError if not in the pool)."""
+        for record in self.families:
+            if record.family == name:
+                return record
+        raise KeyError(f"family {name!r} is not in the calibrated pool")
+
 
 def degraded_reasons(pool: Pool, params: CalibrationParams) -> tuple[str, ...]:
     """Return the degraded-mode conditions (DESIGN §3.3) that ``pool`` trips.
@@ -125,10 +132,21 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
         e_f      = m_f / (m_f + lambda)
         u_f      = clip(0.5 * v_f + 0.5 * (1 - e_f), 0, 1)
 
+    The beta mode's persistent reliability comes from the feedback on the family's
+    notes (summed weights ``h_f`` helpful, ``n_f`` unhelpful; ``H``, ``U`` over the
+    whole namespace)::
+
+        p0       = (H + 1) / (H + U + 2)               namespace helpful rate
+        a_f      = kappa * p0 + h_f,   b_f = kappa * (1 - p0) + n_f
+        q_f      = a_f / (a_f + b_f)                   posterior mean
+        s2_f     = a_f b_f / ((a_f + b_f)^2 (a_f + b_f + 1))
+        zq_f     = (q_f - p0) / sqrt(s2_f + eps)
+
     The regulariser depends on ``mode``: ``calibrated`` uses
     ``gamma * (2 r_f - 1) * (1 - u_f)``; ``relevance`` uses 0; ``raw_bonus`` uses the
-    uncalibrated count bonus ``gamma * m_f / max_g m_g``. In every mode it is 0 when the
-    pool is degraded, and z, c, r and u are computed and reported regardless.
+    uncalibrated count bonus ``gamma * m_f / max_g m_g``; ``beta`` uses
+    ``gamma * tanh(zq_f / tau)``, 0 for a family without feedback. In every mode it is 0
+    when the pool is degraded, and every quantity is computed and reported regardless.
 
     Parameters
     ----------
@@ -137,7 +155,7 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
         per-family aggregates computed by stage one); the candidates are not read.
     params : CalibrationParams
         Thresholds, floors and shape parameters.
-    mode : {"calibrated", "relevance", "raw_bonus"}
+    mode : {"calibrated", "relevance", "raw_bonus", "beta"}
         The ablation mode (DESIGN §3.6).
 
     Returns
@@ -181,7 +199,14 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
     )
     variance_share = np.maximum(0.0, expected_variance - params.var_floor) / (expected_variance + params.eps)
     uncertainty = np.clip(0.5 * variance_share + 0.5 * (1.0 - evidence), 0.0, 1.0)
-    regularizer = _regularizer(mode, degraded, params.gamma, count, reliability, uncertainty)
+    helpful = np.array([f.feedback_helpful for f in families], dtype=np.float64)
+    unhelpful = np.array([f.feedback_unhelpful for f in families], dtype=np.float64)
+    feedback_reliability, feedback_z = _beta_reliability(pool, params, helpful, unhelpful)
+    if mode == "beta":
+        signal = params.gamma * np.tanh(feedback_z / params.tau)
+    else:
+        signal = params.gamma * (2.0 * reliability - 1.0) * (1.0 - uncertainty)
+    regularizer = _regularizer(mode, degraded, params.gamma, count, signal)
     floor_dominated = params.var_floor > spread
 
     records = tuple(
@@ -199,26 +224,36 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
             uncertainty=float(uncertainty[i]),
             regularizer=float(regularizer[i]),
             variance_floor_dominated=bool(floor_dominated[i]),
+            feedback_helpful=aggregate.feedback_helpful,
+            feedback_unhelpful=aggregate.feedback_unhelpful,
+            feedback_reliability=float(feedback_reliability[i]),
+            feedback_z=float(feedback_z[i]),
         )
         for i, aggregate in enumerate(families)
     )
     return Calibration(mode, degraded, reasons, records, params.eps)
 
 
-def _regularizer(
-    mode: Mode,
-    degraded: bool,
-    gamma: float,
-    count: _Array,
-    reliability: _Array,
-    uncertainty: _Array,
-) -> _Array:
+def _beta_reliability(
+    pool: Pool, params: CalibrationParams, helpful: _Array, unhelpful: _Array
+) -> tuple[_Array, _Array]:
+    """Posterior mean of each family's Beta reliability and its z against the base rate."""
+    base_rate = (pool.feedback_helpful + 1.0) / (pool.feedback_helpful + pool.feedback_unhelpful + 2.0)
+    a = params.feedback_prior * base_rate + helpful
+    b = params.feedback_prior * (1.0 - base_rate) + unhelpful
+    total = a + b
+    mean = a / total
+    variance = a * b / (total * total * (total + 1.0))
+    return mean, (mean - base_rate) / np.sqrt(variance + params.eps)
+
+
+def _regularizer(mode: Mode, degraded: bool, gamma: float, count: _Array, signal: _Array) -> _Array:
     # One switch for every mode, so an ablation isolates the calibration itself.
     if degraded or mode == "relevance":
         return np.zeros_like(count)
     if mode == "raw_bonus":
         return gamma * count / float(count.max())
-    return gamma * (2.0 * reliability - 1.0) * (1.0 - uncertainty)
+    return signal
 
 
 def _check_pool(pool: Pool) -> None:
@@ -226,6 +261,10 @@ def _check_pool(pool: Pool) -> None:
         value = getattr(pool, name)
         if not math.isfinite(value):
             raise InputError(f"pool {name} must be finite, got {value!r}")
+    for name in ("feedback_helpful", "feedback_unhelpful"):
+        value = getattr(pool, name)
+        if not (math.isfinite(value) and value >= 0):
+            raise InputError(f"pool {name} must be finite and >= 0, got {value!r}")
     names = [aggregate.family for aggregate in pool.families]
     if len(set(names)) != len(names):
         raise InputError("pool families must be unique, got a repeated family name")
@@ -243,3 +282,7 @@ def _check_family(aggregate: FamilyAggregate) -> None:
         value = getattr(aggregate, name)
         if not math.isfinite(value):
             raise InputError(f"family {aggregate.family!r} {name} must be finite, got {value!r}")
+    for name in ("feedback_helpful", "feedback_unhelpful"):
+        value = getattr(aggregate, name)
+        if not (math.isfinite(value) and value >= 0):
+            raise InputError(f"family {aggregate.family!r} {name} must be finite and >= 0, got {value!r}")

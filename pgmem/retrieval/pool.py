@@ -7,7 +7,7 @@ same numbers with numpy, for tests, golden files and the evaluation harness.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +17,12 @@ from pgmem.types import Candidate, FamilyAggregate
 
 @dataclass(frozen=True)
 class Pool:
-    """A bounded candidate pool C with N, mean, population variance and entropy of b."""
+    """A bounded candidate pool C with N, mean, population variance and entropy of b.
+
+    ``feedback_helpful`` and ``feedback_unhelpful`` are the namespace's summed feedback
+    weights (every family's, not only the pool's): the base rate the beta mode measures
+    each family against.
+    """
 
     candidates: tuple[Candidate, ...]
     size: int
@@ -25,13 +30,26 @@ class Pool:
     variance: float
     entropy: float
     families: tuple[FamilyAggregate, ...]
+    feedback_helpful: float = 0.0
+    feedback_unhelpful: float = 0.0
 
     @classmethod
-    def from_candidates(cls, candidates: Iterable[Candidate]) -> Pool:
-        """Build a pool and compute its aggregates exactly as DESIGN §3.1 defines them."""
+    def from_candidates(
+        cls,
+        candidates: Iterable[Candidate],
+        feedback: Mapping[str, tuple[float, float]] | None = None,
+    ) -> Pool:
+        """Build a pool and compute its aggregates exactly as DESIGN §3.1 defines them.
+
+        ``feedback`` maps a family to its summed (helpful, unhelpful) feedback weights;
+        the namespace totals are their sums (families outside the pool included).
+        """
         rows = tuple(candidates)
+        feedback = feedback or {}
+        helpful_total = float(sum(h for h, _ in feedback.values()))
+        unhelpful_total = float(sum(u for _, u in feedback.values()))
         if not rows:
-            return cls(rows, 0, 0.0, 0.0, 0.0, ())
+            return cls(rows, 0, 0.0, 0.0, 0.0, (), helpful_total, unhelpful_total)
         scores = np.array([c.base_score for c in rows], dtype=np.float64)
         size = len(rows)
         by_family: dict[str, list[Candidate]] = {}
@@ -43,6 +61,8 @@ class Pool:
                 count=len(members),
                 score_sum=float(np.sum([m.base_score for m in members])),
                 mean_confidence=float(np.mean([m.confidence for m in members])),
+                feedback_helpful=float(feedback.get(name, (0.0, 0.0))[0]),
+                feedback_unhelpful=float(feedback.get(name, (0.0, 0.0))[1]),
             )
             for name, members in sorted(by_family.items())
         )
@@ -55,4 +75,6 @@ class Pool:
             variance=float(scores.var()),
             entropy=max(entropy, 0.0),
             families=families,
+            feedback_helpful=helpful_total,
+            feedback_unhelpful=unhelpful_total,
         )

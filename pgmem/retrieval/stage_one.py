@@ -1,4 +1,5 @@
-"""Stage one: one call of ``pgmem.stage_one_v1``, its rows turned into a :class:`Pool`."""
+"""Stage one: one call of ``pgmem.stage_one_v1`` (with the feedback totals the beta mode
+reads, joined in the same statement), its rows turned into a :class:`Pool`."""
 
 from __future__ import annotations
 
@@ -119,6 +120,10 @@ def pool_from_rows(rows: list[tuple[Any, ...]]) -> Pool:
             time_boost,
             keyword_boost,
             handle_boost,
+            family_helpful,
+            family_unhelpful,
+            _namespace_helpful,
+            _namespace_unhelpful,
         ) = row
         candidates.append(
             Candidate(
@@ -144,7 +149,14 @@ def pool_from_rows(rows: list[tuple[Any, ...]]) -> Pool:
                 handle_boost=float(handle_boost),
             )
         )
-        families[family] = FamilyAggregate(family, int(family_count), float(family_sum), float(family_confidence))
+        families[family] = FamilyAggregate(
+            family,
+            int(family_count),
+            float(family_sum),
+            float(family_confidence),
+            float(family_helpful),
+            float(family_unhelpful),
+        )
     first = rows[0]
     return Pool(
         candidates=tuple(candidates),
@@ -154,4 +166,6 @@ def pool_from_rows(rows: list[tuple[Any, ...]]) -> Pool:
         variance=max(float(first[18]), 0.0),
         entropy=float(first[19]) + 0.0,  # + 0.0 turns SQL's -0 into 0
         families=tuple(families[name] for name in sorted(families)),
+        feedback_helpful=float(first[29]),
+        feedback_unhelpful=float(first[30]),
     )
