@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import sys
 import time
 from collections.abc import Sequence
@@ -110,34 +111,65 @@ def _cmd_demo(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
-    from pgmem.embeddings import resolve_embedder
-    from pgmem.eval.datasets import load_dataset
-    from pgmem.eval.report import build_report, render_markdown, write_report
-    from pgmem.eval.runner import SYSTEMS, RunConfig, evaluate
-    from pgmem.eval.stress import apply_condition
+    import json
 
-    corpus = load_dataset(args.dataset, Path(args.data_dir))
-    if args.limit is not None:
-        corpus = dataclasses.replace(corpus, questions=corpus.questions[: args.limit])
-    corpus = apply_condition(corpus, args.condition, seed=args.seed)
+    from pgmem.embeddings import CachedEmbedder, resolve_embedder
+    from pgmem.eval.datasets import load_dataset
+    from pgmem.eval.plots import plot_recall
+    from pgmem.eval.report import build_report, render_markdown, render_summary, write_report
+    from pgmem.eval.runner import SYSTEMS, RunConfig, evaluate, evaluation_steps
+    from pgmem.eval.stress import apply_condition
+    from pgmem.types import jsonable
+
     systems = args.systems or list(SYSTEMS)
-    # Each condition in namespaces of its own: a stressed corpus never mixes with the clean one.
-    packing = PackParams(budget=args.budget, family_cap=args.family_cap)
-    config = RunConfig(
-        budget=args.budget, packing=packing, namespace_prefix=f"eval-{corpus.name}-{args.condition}-s{args.seed}-"
-    )
-    embedder = resolve_embedder(args.embedder)
-    with (
-        _connection(args) as conn,
-        _progress(console) as progress,
-    ):
-        task = progress.add_task(f"evaluating {corpus.name}", total=len(corpus.questions))
-        run = evaluate(conn, corpus, embedder, config, systems=systems, progress=lambda n: progress.advance(task, n))
-    report = build_report(corpus, run, config, condition=args.condition)
-    markdown, data = write_report(report, Path(args.out))
-    console.print(render_markdown(report), markup=False, highlight=False)
-    console.print(f"written: {markdown}, {data}")
+    out = Path(args.out)
+    runs = [(dataset, condition) for dataset in args.dataset for condition in args.condition]
+    # Every condition re-ingests the same corpus into namespaces of its own: embed each text once.
+    embedder = CachedEmbedder(resolve_embedder(args.embedder))
+    reports = []
+    with _connection(args) as conn:
+        for dataset, condition in runs:
+            corpus = load_dataset(dataset, Path(args.data_dir))
+            if args.limit is not None:
+                corpus = dataclasses.replace(corpus, questions=corpus.questions[: args.limit])
+            corpus = apply_condition(corpus, condition, seed=args.seed)
+            # Each condition in namespaces of its own: a stressed corpus never mixes with the clean one.
+            config = RunConfig(
+                budget=args.budget,
+                packing=PackParams(budget=args.budget, family_cap=args.family_cap),
+                namespace_prefix=f"eval-{corpus.name}-{condition}-s{args.seed}-",
+                feedback_folds=args.folds,
+                seed=args.seed,
+            )
+            with _progress(console) as progress:
+                task = progress.add_task(
+                    f"{corpus.name} / {condition}", total=evaluation_steps(corpus, systems, config)
+                )
+                run = evaluate(
+                    conn, corpus, embedder, config, systems=systems, progress=functools.partial(progress.advance, task)
+                )
+            report = build_report(corpus, run, config, condition=condition)
+            folder = out if len(runs) == 1 else out / f"{corpus.name}-{condition}"
+            markdown, data = write_report(report, folder)
+            if len(runs) == 1:
+                console.print(render_markdown(report), markup=False, highlight=False)
+            console.print(f"written: {markdown}, {data}")
+            reports.append(json.loads(data.read_text(encoding="utf-8")))
+    written = [plot_recall(reports, out / "recall.png")]
+    if len(runs) > 1:
+        summary = render_summary(reports)
+        (out / "summary.md").write_text(summary, encoding="utf-8")
+        (out / "summary.json").write_text(json.dumps(jsonable(reports), indent=2) + "\n", encoding="utf-8")
+        console.print(summary, markup=False, highlight=False)
+        written += [out / "summary.md", out / "summary.json"]
+    console.print("written: " + ", ".join(str(path) for path in written))
     return 0
+
+
+def _cmd_growth(args: argparse.Namespace, console: Console) -> int:
+    from pgmem.eval.growth import growth_command
+
+    return growth_command(args, console, connect=_connection, progress=_progress(console))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -179,19 +211,49 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("demo", parents=[common], help="ingest a real corpus and show packs with diagnostics")
 
     p_eval = sub.add_parser("eval", parents=[common], help="evaluate pgmem's modes and plain baselines on a dataset")
-    p_eval.add_argument("dataset", help="locomo, multihop, hotpotqa, or a generic .jsonl file (docs/eval_data.md)")
+    p_eval.add_argument(
+        "dataset", nargs="+", help="locomo, multihop, hotpotqa, or a generic .jsonl file (docs/eval_data.md)"
+    )
     p_eval.add_argument("--data-dir", default="../shared/data", help="folder of the shared datasets")
-    p_eval.add_argument("--out", default="eval-out", help="folder for report.md and report.json")
+    p_eval.add_argument("--out", default="eval-out", help="folder for the reports (Markdown, JSON) and plots")
     p_eval.add_argument("--budget", type=int, default=8)
     p_eval.add_argument("--limit", type=int, help="only the first N questions")
-    p_eval.add_argument("--systems", nargs="+", help="calibrated relevance raw_bonus dense lexical rrf (default all)")
-    p_eval.add_argument("--condition", default="clean", help="stress condition (docs/eval_stress.md), default clean")
+    p_eval.add_argument(
+        "--systems", nargs="+", help="calibrated relevance raw_bonus beta dense lexical rrf (default all)"
+    )
+    p_eval.add_argument(
+        "--condition", nargs="+", default=["clean"], help="stress conditions (docs/eval_stress.md), default clean"
+    )
+    p_eval.add_argument("--folds", type=int, default=2, help="cross-fitting folds of the beta mode (default 2)")
     p_eval.add_argument("--seed", type=int, default=0, help="seed of the stress condition")
     p_eval.add_argument("--family-cap", type=int, help="at most this many notes per family in a pack")
+
+    p_growth = sub.add_parser(
+        "eval-growth", parents=[common], help="recall and latency as the store grows (distractor padding)"
+    )
+    p_growth.add_argument("dataset", help="locomo, multihop, hotpotqa, or a generic .jsonl file (docs/eval_data.md)")
+    p_growth.add_argument("--data-dir", default="../shared/data", help="folder of the shared datasets")
+    p_growth.add_argument("--out", default="eval-out/growth", help="folder for growth.md, growth.json, growth.png")
+    p_growth.add_argument("--factors", type=int, nargs="+", default=[1, 10, 100], help="store sizes, × the corpus")
+    p_growth.add_argument("--limit", type=int, help="only the first N questions")
+    p_growth.add_argument("--namespaces", type=int, help="only the first N namespaces (and their questions)")
+    p_growth.add_argument("--budget", type=int, default=8)
+    p_growth.add_argument(
+        "--systems", nargs="+", help="calibrated relevance raw_bonus beta dense lexical rrf (default all)"
+    )
+    p_growth.add_argument("--seed", type=int, default=0, help="seed of the distractors")
+    p_growth.add_argument("--scale-json", help="benchmarks/bench_scale.py output to overlay on the latency plot")
     return parser
 
 
-COMMANDS = {"migrate": _cmd_migrate, "ingest": _cmd_ingest, "pack": _cmd_pack, "demo": _cmd_demo, "eval": _cmd_eval}
+COMMANDS = {
+    "migrate": _cmd_migrate,
+    "ingest": _cmd_ingest,
+    "pack": _cmd_pack,
+    "demo": _cmd_demo,
+    "eval": _cmd_eval,
+    "eval-growth": _cmd_growth,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

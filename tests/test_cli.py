@@ -63,3 +63,40 @@ def test_errors_are_reported_not_raised(dsn: str, capsys: pytest.CaptureFixture[
     assert "budget must be in [1, 1000]" in capsys.readouterr().err
     assert main(["ingest", str(tmp_path / "missing.txt"), "--dsn", dsn, "--embedder", "hashing"]) == 1
     assert "no such file" in capsys.readouterr().err
+
+
+def test_eval_runs_every_dataset_and_condition_and_plots(
+    dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = []
+    for i, (word, family) in enumerate([("key", "wire"), ("map", "wire"), ("lamp", "blog"), ("coat", "atlas")] * 3):
+        lines.append(
+            json.dumps(
+                {"type": "note", "id": f"n{i}", "text": f"The {word} number {i} is kept in room {i}.", "family": family}
+            )
+        )
+        lines.append(
+            json.dumps(
+                {
+                    "type": "question",
+                    "id": f"q{i}",
+                    "question": f"Where is the {word} number {i} kept?",
+                    "gold": [f"n{i}"],
+                    "answers": [f"room {i}"],
+                }
+            )
+        )
+    data = tmp_path / "rooms.jsonl"
+    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    argv = ["eval", str(data), "--condition", "clean", "poison-one", "--out", str(out), "--budget", "3"]
+    assert main([*argv, "--dsn", dsn, "--embedder", "hashing"]) == 0
+    printed = capsys.readouterr().out
+    assert "| rooms | poison-one |" in printed and "beta − relevance" in printed
+    for run in ("rooms-clean", "rooms-poison-one"):
+        report = json.loads((out / run / "report.json").read_text())
+        assert set(report["systems"]) == {"calibrated", "relevance", "raw_bonus", "beta", "dense", "lexical", "rrf"}
+        assert report["feedback"]["folds"] == 2 and report["feedback"]["training_packs"] == 12
+    assert (out / "recall.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| rooms | clean |" in (out / "summary.md").read_text()
+    assert len(json.loads((out / "summary.json").read_text())) == 2

@@ -582,3 +582,22 @@ def test_default_embedder_spec(monkeypatch: pytest.MonkeyPatch) -> None:
     assert default_embedder_spec() == "hashing:128"
     monkeypatch.setenv("PGMEM_EMBEDDER", " ")
     assert default_embedder_spec() == "minilm"
+
+
+def test_the_cache_answers_repeated_texts_without_the_model() -> None:
+    from pgmem.embeddings import CachedEmbedder, HashingEmbedder
+
+    model = HashingEmbedder()
+    cached = CachedEmbedder(model, max_entries=2)
+    first = cached.embed(["a b", "c d", "a b"])
+    assert (cached.hits, cached.misses) == (1, 2)
+    assert np.array_equal(first, embed_unique(model, ["a b", "c d", "a b"]))
+    assert cached.name == model.name and cached.dimension == model.dimension
+    cached.embed(["c d"])
+    assert (cached.hits, cached.misses) == (2, 2)
+    cached.embed(["e f"])  # evicts "a b", the least recently used
+    cached.embed(["a b"])
+    assert cached.misses == 4
+    assert cached.embed([]).shape == (0, model.dimension)
+    with pytest.raises(ConfigurationError, match="max_entries"):
+        CachedEmbedder(model, max_entries=0)

@@ -15,11 +15,13 @@ from pgmem.embeddings.base import (
     get_embedder,
     resolve_embedder,
 )
+from pgmem.embeddings.cached import CachedEmbedder
 from pgmem.embeddings.hashing import HashingEmbedder
 from pgmem.embeddings.minilm import MiniLMEmbedder
 from pgmem.embeddings.openai_http import OpenAIEmbedder
 
 __all__ = [
+    "CachedEmbedder",
     "Embedder",
     "HashingEmbedder",
     "MiniLMEmbedder",
