@@ -20,12 +20,11 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from pgmem.errors import InputError
+from pgmem.eval.report import SYSTEM_ORDER, system_order
 
 __all__ = ["SYSTEM_ORDER", "plot_growth", "plot_recall", "system_order"]
 
-#: Systems in this order first (pgmem's modes, then the plain baselines), then any other
-#: system by name; colours follow the same order, so a system keeps its colour.
-SYSTEM_ORDER = ("calibrated", "relevance", "raw_bonus", "beta", "dense", "lexical", "rrf")
+#: Colours by :data:`pgmem.eval.report.SYSTEM_ORDER`, so a system keeps its colour.
 _PALETTE = (
     "#1f77b4",  # calibrated: blue
     "#2ca02c",  # relevance: green
@@ -41,12 +40,6 @@ _PALETTE = (
 #: Markers by the same order, so lines that coincide stay distinguishable.
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<")
 DPI = 120
-
-
-def system_order(systems: Sequence[str] | set[str]) -> list[str]:
-    """``systems`` in the plots' stable order: :data:`SYSTEM_ORDER`, then the rest by name."""
-    known = [s for s in SYSTEM_ORDER if s in systems]
-    return known + sorted(set(systems) - set(SYSTEM_ORDER))
 
 
 def _colour(system: str, ordered: Sequence[str]) -> str:

@@ -6,7 +6,7 @@ import json
 import math
 import statistics
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -215,10 +215,16 @@ def write_report(report: Mapping[str, Any], folder: Path) -> tuple[Path, Path]:
 SYSTEM_ORDER = ("calibrated", "relevance", "raw_bonus", "beta", "dense", "lexical", "rrf")
 
 
-def systems_of(reports: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Every system that ran in any of ``reports``, in :data:`SYSTEM_ORDER`."""
-    seen = {system for report in reports for system in report["systems"]}
+def system_order(systems: Iterable[str]) -> list[str]:
+    """``systems`` in the reports' and plots' stable order: :data:`SYSTEM_ORDER`, then
+    the rest by name."""
+    seen = set(systems)
     return [s for s in SYSTEM_ORDER if s in seen] + sorted(seen - set(SYSTEM_ORDER))
+
+
+def systems_of(reports: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every system that ran in any of ``reports``, in :func:`system_order`."""
+    return system_order(system for report in reports for system in report["systems"])
 
 
 def run_label(report: Mapping[str, Any]) -> str:
