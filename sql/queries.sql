@@ -63,22 +63,10 @@ WHERE namespace = %(namespace)s AND document_id = ANY (%(document_ids)s);
 
 -- name: handle_holders --
 -- Up to %(limit)s stored notes carrying each handle (enough to tell rare from common).
-SELECT k.key, n.note_id
-FROM unnest(%(keys)s::text[]) AS k (key)
-CROSS JOIN LATERAL (
-    SELECT note_id FROM pgmem.notes
-    WHERE namespace = %(namespace)s AND handles @> ARRAY[k.key]
-    ORDER BY note_id LIMIT %(limit)s
-) AS n;
+SELECT key, note_id FROM pgmem.handle_holders_v1(%(namespace)s, %(keys)s::text[], %(limit)s);
 
 -- name: entity_holders --
-SELECT k.key, n.note_id
-FROM unnest(%(keys)s::text[]) AS k (key)
-CROSS JOIN LATERAL (
-    SELECT note_id FROM pgmem.notes
-    WHERE namespace = %(namespace)s AND entities @> jsonb_build_array(jsonb_build_object('text', k.key))
-    ORDER BY note_id LIMIT %(limit)s
-) AS n;
+SELECT key, note_id FROM pgmem.entity_holders_v1(%(namespace)s, %(keys)s::text[], %(limit)s);
 
 -- name: stage_one --
 -- The candidates and pool aggregates of stage_one_v1, plus the feedback the beta mode

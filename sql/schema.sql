@@ -1091,6 +1091,44 @@ BEGIN
 END;
 $$;
 
+-- Up to p_limit notes of p_namespace holding each handle / entity text: enough for
+-- ingest to tell a rare key (linked) from a common one. A key that comes from unnest()
+-- cannot be estimated, and the planner then walks the primary key or the table with a
+-- row-by-row filter (about 0.4 s per key at a million notes, so ingest slowed down as
+-- the store grew); these settings leave it the GIN bitmap scans, whose cost is the
+-- key's posting list (a few ms). No ORDER BY: a rare key's holders are all returned,
+-- and which holders of a common key come back does not matter.
+CREATE FUNCTION pgmem.handle_holders_v1(p_namespace text, p_keys text[], p_limit integer)
+    RETURNS TABLE (key text, note_id uuid)
+    LANGUAGE sql STABLE
+    SET enable_seqscan = off
+    SET enable_indexscan = off
+    AS $$
+    SELECT k.key, n.note_id
+    FROM unnest(p_keys) AS k (key)
+    CROSS JOIN LATERAL (
+        SELECT m.note_id FROM pgmem.notes AS m
+        WHERE m.namespace = p_namespace AND m.handles @> ARRAY[k.key]
+        LIMIT p_limit
+    ) AS n;
+$$;
+
+CREATE FUNCTION pgmem.entity_holders_v1(p_namespace text, p_keys text[], p_limit integer)
+    RETURNS TABLE (key text, note_id uuid)
+    LANGUAGE sql STABLE
+    SET enable_seqscan = off
+    SET enable_indexscan = off
+    AS $$
+    SELECT k.key, n.note_id
+    FROM unnest(p_keys) AS k (key)
+    CROSS JOIN LATERAL (
+        SELECT m.note_id FROM pgmem.notes AS m
+        WHERE m.namespace = p_namespace
+          AND m.entities @> jsonb_build_array(jsonb_build_object('text', k.key))
+        LIMIT p_limit
+    ) AS n;
+$$;
+
 ALTER TABLE pgmem.feedback ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pgmem.family_reliability ENABLE ROW LEVEL SECURITY;
 CREATE POLICY namespace_isolation ON pgmem.feedback TO pgmem_reader, pgmem_writer
@@ -1101,8 +1139,9 @@ CREATE POLICY admin_all ON pgmem.feedback TO pgmem_admin USING (true);
 CREATE POLICY admin_all ON pgmem.family_reliability TO pgmem_admin USING (true);
 
 -- Readers read the learned reliability (stage one joins it); writers give feedback.
-REVOKE ALL ON FUNCTION pgmem.count_feedback_v1, pgmem.feedback_v1, pgmem.reset_feedback_v1 FROM PUBLIC;
+REVOKE ALL ON FUNCTION pgmem.count_feedback_v1, pgmem.feedback_v1, pgmem.reset_feedback_v1,
+    pgmem.handle_holders_v1, pgmem.entity_holders_v1 FROM PUBLIC;
 GRANT SELECT ON pgmem.feedback, pgmem.family_reliability TO pgmem_reader;
 GRANT INSERT ON pgmem.feedback TO pgmem_writer;
-GRANT EXECUTE ON FUNCTION pgmem.feedback_v1 TO pgmem_writer;
+GRANT EXECUTE ON FUNCTION pgmem.feedback_v1, pgmem.handle_holders_v1, pgmem.entity_holders_v1 TO pgmem_writer;
 GRANT EXECUTE ON FUNCTION pgmem.reset_feedback_v1 TO pgmem_admin;

@@ -1,4 +1,4 @@
-"""Feedback on packed notes and the per-family Beta reliability (beta mode).
+"""Feedback and the per-family Beta reliability (beta mode); rare-key lookups on the GIN indexes.
 
 Revision ID: 0003
 Revises: 0002
