@@ -15,21 +15,18 @@ measured. The recall side of growth is ``pgmem eval-growth`` (real embedder, rea
 
     .venv/bin/python benchmarks/bench_scale.py [--notes 1000000] [--checkpoints 10000,100000,1000000]
                                                [--questions 200] [--batch 10000] [--out scale.json]
-                                               [--planner-workaround] [--home DIR | --dsn DSN]
+                                               [--home DIR | --dsn DSN]
 
-Where the build's time goes (measured here, 2 cores): as shipped, ``pgmem.ingest``
-slows down linearly with the store: its rare-key link lookups (``handle_holders`` and
-``entity_holders`` in sql/queries.sql, ``ORDER BY note_id LIMIT 6`` per key) are planned
-as a walk of the primary key filtered row by row instead of a GIN lookup, so each key
-of a batch reads the whole namespace (599 notes/s for the first 10k notes, 111 notes/s
-for the next 10k, over 85 % of it in those two statements). ``--planner-workaround`` sets
-``enable_indexscan = off`` on the build's connection *during ingest only* (reset before
-anything is timed): the planner then uses the GIN indexes; the statements and the notes
-they write are the same, only the plan differs. What remains is the INSERT itself,
-mostly the HNSW index (about 2 ms per 384-dimension vector against 0.4 ms for the rest
-near 30k notes), growing as the index outgrows the embedded server's 128 MB of shared
-buffers (390 MB of HNSW index at 200k notes): sampled at 200k notes, 90 % of the
-build's database time was that INSERT, a third of it waiting on data file reads.
+Where the build's time goes (measured here, 2 cores): before migration 0003, ingest
+slowed down linearly with the store, because its rare-key link lookups were planned as a
+walk of the primary key filtered row by row instead of a GIN lookup (599 notes/s for
+the first 10k notes, 111 notes/s for the next 10k, over 85 % of it in those lookups);
+0003 moved them into functions that plan them on the GIN indexes. What remains is the
+INSERT itself, mostly the HNSW index (about 2 ms per 384-dimension vector against
+0.4 ms for the rest near 30k notes), growing as the index outgrows the embedded
+server's 128 MB of shared buffers (390 MB of HNSW index at 200k notes): sampled at 200k
+notes, 90 % of the build's database time was that INSERT, a third of it waiting on data
+file reads.
 
 Without --dsn it runs the embedded PostgreSQL under --home (default: a new temporary
 folder, kept, so an interrupted build can be resumed by passing it and --out again:
@@ -136,7 +133,6 @@ def summary(
         "questions": questions,
         "stage_one_params": pgmem.StageOneParams().as_dict(),
         "build_seconds": build_seconds,
-        "ingest_planner_workaround": args.planner_workaround,
         "resumed_at_notes": resumed,
         "points": points,
     }
@@ -181,11 +177,6 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7, help="seed of the recombined sentences")
     parser.add_argument("--data", type=Path, default=DATA, help="the shared data folder")
     parser.add_argument("--out", type=Path, default=Path("scale.json"), help="JSON output")
-    parser.add_argument(
-        "--planner-workaround",
-        action="store_true",
-        help="SET enable_indexscan = off while ingesting (not while timing): see the module docstring",
-    )
     parser.add_argument("--dsn")
     parser.add_argument("--home", help="embedded server folder (default: a new temporary folder)")
     args = parser.parse_args()
@@ -217,10 +208,9 @@ def main() -> None:
             )
         build_seconds = sum(float(point["ingest_seconds"]) for point in points)
         for checkpoint in checkpoints:
-            if any(point["notes"] == checkpoint for point in points):
+            if checkpoint < done or any(point["notes"] == checkpoint for point in points):
+                # A store does not shrink: a resumed build measures only what is left.
                 continue
-            if args.planner_workaround:
-                conn.execute("SET enable_indexscan = off")
             started, before = time.perf_counter(), done
             for first in range(done, checkpoint, args.batch):
                 batch = texts[first : min(first + args.batch, checkpoint)]
@@ -233,7 +223,6 @@ def main() -> None:
                     flush=True,
                 )
             ingest_seconds = time.perf_counter() - started
-            conn.execute("RESET enable_indexscan")
             build_seconds += ingest_seconds
             tick = time.perf_counter()
             # What autovacuum would have done by now on a live store: fresh statistics
@@ -280,10 +269,7 @@ def main() -> None:
             f" {warm['p95']:.1f} | {warm['mean']:.1f} | {cold['p50']:.1f} / {cold['p95']:.1f} |"
         )
         previous = point["notes"]
-    workaround = " (ingest with enable_indexscan = off)" if args.planner_workaround else ""
-    print(
-        f"\nbuild: {build_seconds:.0f} s in ingest(){workaround} for {points[-1]['notes']:,} notes; written {args.out}"
-    )
+    print(f"\nbuild: {build_seconds:.0f} s in ingest() for {points[-1]['notes']:,} notes; written {args.out}")
 
 
 if __name__ == "__main__":

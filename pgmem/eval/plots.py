@@ -69,6 +69,9 @@ def plot_recall(reports: Sequence[Mapping[str, Any]], path: Path) -> Path:
         ``corpus.name``, ``condition``, ``config.packing.family_cap`` and
         ``systems[system].recall`` (percent). Datasets and conditions keep the order
         they first appear in (``clean`` first); systems follow :func:`system_order`.
+        Reports of one dataset at different budgets get one group per budget; of two
+        reports with the same dataset, condition, family cap and budget, the later
+        is drawn.
     path : Path
         The PNG to write (its folder must exist).
 
@@ -84,15 +87,19 @@ def plot_recall(reports: Sequence[Mapping[str, Any]], path: Path) -> Path:
     """
     if not reports:
         raise InputError("reports must hold at least one evaluation report")
-    panels: dict[str, dict[str, Mapping[str, Any]]] = {}
     budgets: dict[str, set[Any]] = {}
     for number, report in enumerate(reports):
         name = report.get("corpus", {}).get("name")
         if not isinstance(name, str) or not isinstance(report.get("systems"), Mapping):
             raise InputError(f"reports[{number}] must be a build_report dict with corpus.name and systems")
-        panels.setdefault(name, {})[_condition(report)] = report["systems"]
-        budget = report.get("config", {}).get("budget")
-        budgets.setdefault(name, set()).add(budget)
+        budgets.setdefault(name, set()).add(report.get("config", {}).get("budget"))
+    panels: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for report in reports:
+        name = report["corpus"]["name"]
+        label = _condition(report)
+        if len(budgets[name]) > 1:
+            label += f"\nbudget {report.get('config', {}).get('budget')}"
+        panels.setdefault(name, {})[label] = report["systems"]
     budget_label = {
         name: f" at budget {next(iter(values))}" if len(values) == 1 and None not in values else ""
         for name, values in budgets.items()
