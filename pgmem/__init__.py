@@ -13,7 +13,16 @@ small, fixed-budget evidence pack for a question with :func:`pack`.
 
 from __future__ import annotations
 
-from pgmem.api import FeedbackResult, ForgetResult, feedback, forget, ingest, pack, reset_feedback
+from pgmem.api import (
+    FeedbackResult,
+    ForgetResult,
+    feedback,
+    forget,
+    ingest,
+    pack,
+    register_model,
+    reset_feedback,
+)
 from pgmem.db.connection import connect
 from pgmem.db.migrate import migrate
 from pgmem.embeddings import Embedder, get_embedder
@@ -62,5 +71,6 @@ __all__ = [
     "ingest",
     "migrate",
     "pack",
+    "register_model",
     "reset_feedback",
 ]

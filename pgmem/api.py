@@ -554,3 +554,32 @@ def reset_feedback(conn: psycopg.Connection[Any], *, namespace: str, families: S
     with database_errors("reset feedback"):
         row = conn.execute(query("reset_feedback"), {"namespace": namespace, "families": selected}).fetchone()
     return int(row[0]) if row else 0
+
+
+def register_model(conn: psycopg.Connection[Any], embedder: Embedder | str | None = None) -> int:
+    """Register an embedding model in the database and build its HNSW index.
+
+    Every model gets an index on the shared notes table, so registering one is an
+    administrative act: the caller must own the schema or be a member of
+    ``pgmem_admin``. Writers then ingest with it into the namespaces they were
+    granted; a writer naming an unregistered model gets a :class:`ConfigurationError`.
+    Registering a registered model is a no-op.
+
+    Parameters
+    ----------
+    conn : psycopg.Connection
+        A connection of the schema owner or a ``pgmem_admin`` member.
+    embedder : Embedder or str, optional
+        The model (default: ``$PGMEM_EMBEDDER`` or the bundled MiniLM).
+
+    Returns
+    -------
+    int
+        The model's id in ``pgmem.embedding_models``.
+    """
+    model = resolve_embedder(embedder)
+    with database_errors("register model"):
+        row = conn.execute(query("register_model"), {"model": model.name, "dimension": model.dimension}).fetchone()
+    if row is None or row[0] is None:
+        raise DatabaseError("register model: pgmem.register_model_v1 returned nothing")
+    return int(row[0])

@@ -41,7 +41,7 @@ def _progress(console: Console) -> Progress:
 
 def _cmd_migrate(args: argparse.Namespace, console: Console) -> int:
     with connect(args.dsn, home=args.home, migrate=False) as conn:
-        revision = migrate(conn)
+        revision = migrate(conn, role_prefix=args.role_prefix, shared_roles=args.shared_roles)
     console.print(f"pgmem schema is at revision {revision}")
     return 0
 
@@ -180,7 +180,17 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--embedder", help="minilm (default), hashing, or openai:MODEL")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sub.add_parser("migrate", parents=[common], help="create or upgrade the schema (idempotent)")
+    p_migrate = sub.add_parser("migrate", parents=[common], help="create or upgrade the schema (idempotent)")
+    p_migrate.add_argument(
+        "--role-prefix",
+        help="install the group roles as PREFIX_reader/_writer/_admin (default pgmem; one prefix per database"
+        " whose admins must stay apart)",
+    )
+    p_migrate.add_argument(
+        "--shared-roles",
+        action="store_true",
+        help="install even though the group roles already hold privileges in another database of the cluster",
+    )
 
     p_ingest = sub.add_parser(
         "ingest",

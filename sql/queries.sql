@@ -5,6 +5,9 @@
 -- name: register_namespace --
 SELECT pgmem.register_namespace_v1(%(namespace)s, %(model)s, %(dimension)s) AS model_id;
 
+-- name: register_model --
+SELECT pgmem.register_model_v1(%(model)s, %(dimension)s) AS model_id;
+
 -- name: create_staging --
 DROP TABLE IF EXISTS pg_temp.pgmem_staging;
 CREATE TEMPORARY TABLE pgmem_staging (

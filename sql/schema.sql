@@ -47,7 +47,9 @@ CREATE TABLE pgmem.namespaces (
     created_at timestamptz NOT NULL DEFAULT now(),
     -- Namespace totals of the feedback, so stage one reads the base rate in O(1).
     feedback_helpful double precision NOT NULL DEFAULT 0,
-    feedback_unhelpful double precision NOT NULL DEFAULT 0
+    feedback_unhelpful double precision NOT NULL DEFAULT 0,
+    CONSTRAINT namespaces_statistics_check
+        CHECK (note_count >= 0 AND lexeme_total >= 0 AND feedback_helpful >= 0 AND feedback_unhelpful >= 0)
 );
 
 -- Document frequency of every lexeme per namespace: lets stage one screen lexical
@@ -137,7 +139,7 @@ CREATE TRIGGER notes_immutable_truncate BEFORE TRUNCATE ON pgmem.notes
 -- as the schema owner: writers insert notes, never touch the statistics directly.
 CREATE FUNCTION pgmem.count_new_notes_v1() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, pgmem
+    SET search_path = pg_catalog, pgmem, pg_temp
     AS $$
 BEGIN
     -- Sorted, so concurrent writers lock statistics rows in one order (no deadlock).
@@ -162,15 +164,12 @@ CREATE TRIGGER notes_count_new AFTER INSERT ON pgmem.notes
     REFERENCING NEW TABLE AS new_notes
     FOR EACH STATEMENT EXECUTE FUNCTION pgmem.count_new_notes_v1();
 
--- Bind a namespace to an embedding model, registering the model (and its HNSW index)
--- on first use. Returns the model id. Raises PM002 if the namespace already uses
--- another model or dimension.
 -- Binding a namespace runs as the caller (so row-level security decides which
 -- namespaces a writer may create); only the HNSW index, DDL on a table the caller
 -- does not own, is built by this owner-rights helper from the model registry alone.
 CREATE FUNCTION pgmem.ensure_model_index_v1(p_model_id integer) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, pgmem
+    SET search_path = pg_catalog, pgmem, pg_temp
     AS $$
 DECLARE
     v_model record;
@@ -193,6 +192,34 @@ BEGIN
 END;
 $$;
 
+-- Register embedding model p_model of p_dimension dimensions and build its HNSW index
+-- (admin or owner). Returns its id; registering a registered model is a no-op.
+CREATE FUNCTION pgmem.register_model_v1(p_model text, p_dimension integer) RETURNS integer
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_model_id integer;
+BEGIN
+    SELECT model_id INTO v_model_id FROM pgmem.embedding_models WHERE name = p_model AND dimension = p_dimension;
+    IF NOT has_table_privilege(current_user, 'pgmem.embedding_models', 'INSERT') THEN
+        IF v_model_id IS NULL THEN
+            RAISE EXCEPTION 'embedding model % (% dimensions) is not registered in this database', p_model, p_dimension
+                USING ERRCODE = 'PM004',
+                      HINT = 'An admin (pgmem_admin) registers it once: pgmem.register_model(conn, embedder).';
+        END IF;
+        RETURN v_model_id;
+    END IF;
+    INSERT INTO pgmem.embedding_models (name, dimension) VALUES (p_model, p_dimension)
+    ON CONFLICT (name, dimension) DO NOTHING;
+    SELECT model_id INTO STRICT v_model_id
+    FROM pgmem.embedding_models WHERE name = p_model AND dimension = p_dimension;
+    PERFORM pgmem.ensure_model_index_v1(v_model_id);
+    RETURN v_model_id;
+END;
+$$;
+
+-- Bind a namespace to an embedding model, registering the model first if the caller
+-- may (admins, the owner); raises PM002 if the namespace already uses another model or
+-- dimension, PM004 if a writer names a model no admin registered.
 CREATE FUNCTION pgmem.register_namespace_v1(p_namespace text, p_model text, p_dimension integer)
     RETURNS integer
     LANGUAGE plpgsql AS $$
@@ -212,11 +239,10 @@ BEGIN
         RETURN v_bound.model_id;
     END IF;
 
-    INSERT INTO pgmem.embedding_models (name, dimension) VALUES (p_model, p_dimension)
-    ON CONFLICT (name, dimension) DO NOTHING;
-    SELECT model_id INTO STRICT v_model_id
-    FROM pgmem.embedding_models WHERE name = p_model AND dimension = p_dimension;
-    PERFORM pgmem.ensure_model_index_v1(v_model_id);
+    SELECT model_id INTO v_model_id FROM pgmem.embedding_models WHERE name = p_model AND dimension = p_dimension;
+    IF v_model_id IS NULL THEN
+        v_model_id := pgmem.register_model_v1(p_model, p_dimension);
+    END IF;
 
     INSERT INTO pgmem.namespaces (namespace, model_id) VALUES (p_namespace, v_model_id)
     ON CONFLICT (namespace) DO NOTHING;
@@ -329,14 +355,15 @@ BEGIN
 END;
 $$;
 
--- The SQL expression turning a text value expression into a column's type. A time
--- without an offset means UTC, whatever the session's time zone.
+-- The SQL expression turning a text value expression into a column's type. A date,
+-- or a time without an offset, means UTC whatever the session's time zone (an offset
+-- counts only after a time of day: the "-08" ending "2023-05-08" is the day).
 CREATE FUNCTION pgmem.filter_value_v1(expression text, value_type text) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN CASE value_type
         WHEN 'timestamptz' THEN format(
-            'CASE WHEN %1$s ~ ''(Z|[+-][0-9]{2}(:?[0-9]{2})?)$'' THEN (%1$s)::timestamptz'
-            ' ELSE (%1$s)::timestamp AT TIME ZONE ''UTC'' END', expression)
+            'CASE WHEN %1$s ~ ''[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)$'''
+            ' THEN (%1$s)::timestamptz ELSE (%1$s)::timestamp AT TIME ZONE ''UTC'' END', expression)
         WHEN 'real' THEN format('(%s)::real', expression)
         ELSE format('(%s)::text', expression)
     END;
@@ -713,7 +740,7 @@ CREATE FUNCTION pgmem.log_pack_v1(p_pack jsonb) RETURNS uuid
 $$;
 
 -- How often calibration switched itself off, by reason ('any' counts degraded packs).
-CREATE VIEW pgmem.pack_degraded_rate_v1 AS
+CREATE VIEW pgmem.pack_degraded_rate_v1 WITH (security_invoker = true) AS
 WITH totals AS (
     SELECT namespace, mode, count(*) AS packs FROM pgmem.pack_log GROUP BY namespace, mode
 ), reasons AS (
@@ -729,7 +756,7 @@ SELECT t.namespace, t.mode, r.reason, t.packs, r.degraded_packs,
 FROM totals AS t JOIN reasons AS r USING (namespace, mode);
 
 -- How often the variance floor dominated a family's expected variance.
-CREATE VIEW pgmem.pack_variance_floor_rate_v1 AS
+CREATE VIEW pgmem.pack_variance_floor_rate_v1 WITH (security_invoker = true) AS
 SELECT f.namespace, l.mode,
        count(DISTINCT f.pack_id) AS packs,
        count(*) AS family_rows,
@@ -742,7 +769,7 @@ JOIN pgmem.pack_log AS l USING (namespace, pack_id)
 GROUP BY f.namespace, l.mode;
 
 -- The distribution of family-label entropy (nats) over logged pools.
-CREATE VIEW pgmem.pack_entropy_distribution_v1 AS
+CREATE VIEW pgmem.pack_entropy_distribution_v1 WITH (security_invoker = true) AS
 SELECT namespace, mode, count(*) AS packs,
        min(entropy) AS min,
        percentile_cont(0.10) WITHIN GROUP (ORDER BY entropy) AS p10,
@@ -756,7 +783,7 @@ FROM pgmem.pack_log
 GROUP BY namespace, mode;
 
 -- Per-family regulariser statistics over the logged pools a family appeared in.
-CREATE VIEW pgmem.family_regularizer_stats_v1 AS
+CREATE VIEW pgmem.family_regularizer_stats_v1 WITH (security_invoker = true) AS
 SELECT f.namespace, l.mode, f.family,
        count(*) AS pools,
        avg(f.count) AS mean_pool_count,
@@ -774,7 +801,7 @@ JOIN pgmem.pack_log AS l USING (namespace, pack_id)
 GROUP BY f.namespace, l.mode, f.family;
 
 -- The store's provenance families.
-CREATE VIEW pgmem.store_families_v1 AS
+CREATE VIEW pgmem.store_families_v1 WITH (security_invoker = true) AS
 SELECT namespace, family,
        count(*) AS notes,
        count(DISTINCT document_id) AS documents,
@@ -788,28 +815,33 @@ GROUP BY namespace, family;
 -- Which roles may use which namespace. The session setting pgmem.namespace picks one
 -- namespace; row-level security shows its rows only if a role the session user is a
 -- member of was granted that namespace, so SET pgmem.namespace cannot widen access.
+-- Roles are named by OID: a role created later under a dropped role's name inherits
+-- nothing.
 CREATE TABLE pgmem.namespace_grants (
-    role_name name NOT NULL,
     namespace text NOT NULL CHECK (namespace ~ '^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$'),
     granted_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (namespace, role_name)
+    role_oid oid NOT NULL,
+    PRIMARY KEY (namespace, role_oid)
 );
 
 -- A role sees only the grants of roles it is a member of (so no namespace names leak).
 ALTER TABLE pgmem.namespace_grants ENABLE ROW LEVEL SECURITY;
 CREATE POLICY own_grants ON pgmem.namespace_grants TO pgmem_reader, pgmem_writer
-    USING (pg_has_role(current_user, role_name, 'MEMBER'));
+    USING (EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r
+                   WHERE r.oid = role_oid AND pg_has_role(current_user, r.oid, 'MEMBER')));
 CREATE POLICY admin_all ON pgmem.namespace_grants TO pgmem_admin USING (true);
 
 -- True when the current user may read and write namespace p_namespace: an admin, a
--- superuser, or a member of a role granted that namespace.
+-- superuser, or a member of a role granted that namespace. Grants name a role by OID;
+-- the join to pg_roles skips grants whose role was dropped.
 CREATE FUNCTION pgmem.may_use_namespace_v1(p_namespace text) RETURNS boolean
     LANGUAGE sql STABLE
     RETURN p_namespace IS NOT NULL AND (
         pg_has_role(current_user, 'pgmem_admin', 'MEMBER')
         OR EXISTS (SELECT 1 FROM pgmem.namespace_grants AS g
+                   JOIN pg_catalog.pg_roles AS r ON r.oid = g.role_oid
                    WHERE g.namespace = p_namespace
-                     AND pg_has_role(current_user, g.role_name, 'MEMBER')));
+                     AND pg_has_role(current_user, r.oid, 'MEMBER')));
 
 -- The session's namespace, if the current user may use it (else NULL: no rows).
 CREATE FUNCTION pgmem.session_namespace_v1() RETURNS text
@@ -817,17 +849,46 @@ CREATE FUNCTION pgmem.session_namespace_v1() RETURNS text
     RETURN CASE WHEN pgmem.may_use_namespace_v1(current_setting('pgmem.namespace', true))
                 THEN current_setting('pgmem.namespace', true) END;
 
+-- Grant role p_role the namespace p_namespace (admin). An unknown role is an error.
 CREATE FUNCTION pgmem.grant_namespace_v1(p_role name, p_namespace text) RETURNS void
-    LANGUAGE sql
-    BEGIN ATOMIC
-        INSERT INTO pgmem.namespace_grants (role_name, namespace) VALUES (p_role, p_namespace)
-        ON CONFLICT DO NOTHING;
-    END;
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_oid oid;
+BEGIN
+    SELECT r.oid INTO v_oid FROM pg_catalog.pg_roles AS r WHERE r.rolname = p_role;
+    IF v_oid IS NULL THEN
+        RAISE EXCEPTION 'grant_namespace: role % does not exist', p_role USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO pgmem.namespace_grants (role_oid, namespace) VALUES (v_oid, p_namespace)
+    ON CONFLICT DO NOTHING;
+END;
+$$;
 
+-- Take namespace p_namespace back from role p_role (admin).
 CREATE FUNCTION pgmem.revoke_namespace_v1(p_role name, p_namespace text) RETURNS void
     LANGUAGE sql
     BEGIN ATOMIC
-        DELETE FROM pgmem.namespace_grants WHERE role_name = p_role AND namespace = p_namespace;
+        DELETE FROM pgmem.namespace_grants AS g
+        WHERE g.namespace = p_namespace
+          AND g.role_oid = (SELECT r.oid FROM pg_catalog.pg_roles AS r WHERE r.rolname = p_role);
+    END;
+
+-- Grants by role name, for people: dropped roles do not appear.
+CREATE VIEW pgmem.namespace_grants_v1 WITH (security_invoker = true) AS
+SELECT g.namespace, r.rolname AS role_name, g.role_oid, g.granted_at
+FROM pgmem.namespace_grants AS g
+JOIN pg_catalog.pg_roles AS r ON r.oid = g.role_oid;
+
+-- Delete the grants of dropped roles (admin; hygiene: they grant nothing already).
+CREATE FUNCTION pgmem.prune_grants_v1() RETURNS integer
+    LANGUAGE sql
+    BEGIN ATOMIC
+        WITH gone AS (
+            DELETE FROM pgmem.namespace_grants AS g
+            WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.oid = g.role_oid)
+            RETURNING 1
+        )
+        SELECT count(*)::integer FROM gone;
     END;
 
 -- Row-level security on every table keyed by namespace. The schema owner (who ran the
@@ -854,8 +915,8 @@ CREATE POLICY admin_all ON pgmem.notes TO pgmem_admin USING (true);
 CREATE POLICY admin_all ON pgmem.pack_log TO pgmem_admin USING (true);
 CREATE POLICY admin_all ON pgmem.pack_log_families TO pgmem_admin USING (true);
 
--- Erasure: the one way notes leave the store. Deletes the notes (content and all)
--- and records who, when, what (ids, no content) and why.
+-- Erasure: the one way notes leave the store (pgmem.forget_v1). The audit keeps who,
+-- when, what (ids, no content), why and how much went with the notes.
 CREATE TABLE pgmem.forget_audit (
     audit_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     namespace text NOT NULL,
@@ -865,14 +926,24 @@ CREATE TABLE pgmem.forget_audit (
     requested_by name NOT NULL,
     forgotten_at timestamptz NOT NULL DEFAULT now(),
     notes_removed integer NOT NULL,
-    note_ids uuid[] NOT NULL
+    note_ids uuid[] NOT NULL,
+    feedback_removed integer NOT NULL DEFAULT 0,
+    packs_removed integer NOT NULL DEFAULT 0
 );
 
--- Keep the BM25 statistics in step with erasures.
+-- After notes are deleted (forget, supersede): every row derived from them goes or is
+-- recounted. Lexeme statistics lose the notes' lexemes (rows at zero are deleted, so no
+-- word of the erased text stays readable); feedback on the notes is deleted and the
+-- families' learned reliability recounted from what remains; logged packs that packed
+-- or rejected a deleted note are deleted with their family rows (their question may
+-- be about the erased text). The counts go to pgmem.forget_erasure for forget_v1.
 CREATE FUNCTION pgmem.count_forgotten_notes_v1() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, pgmem
+    SET search_path = pg_catalog, pgmem, pg_temp
     AS $$
+DECLARE
+    v_feedback integer;
+    v_packs integer;
 BEGIN
     UPDATE pgmem.lexeme_stats AS s
     SET document_frequency = s.document_frequency - d.notes
@@ -880,12 +951,79 @@ BEGIN
           FROM old_notes AS o, unnest(o.lexemes) AS u
           GROUP BY o.namespace, u.lexeme) AS d
     WHERE s.namespace = d.namespace AND s.lexeme = d.lexeme;
+    -- A second statement: one statement cannot delete the rows it just updated.
+    DELETE FROM pgmem.lexeme_stats AS s
+    WHERE s.document_frequency <= 0
+      AND (s.namespace, s.lexeme) IN (SELECT o.namespace, u.lexeme FROM old_notes AS o, unnest(o.lexemes) AS u);
 
     UPDATE pgmem.namespaces AS s
     SET note_count = s.note_count - d.notes, lexeme_total = s.lexeme_total - d.lexemes
     FROM (SELECT namespace, count(*) AS notes, sum(lexeme_count) AS lexemes
           FROM old_notes GROUP BY namespace) AS d
     WHERE s.namespace = d.namespace;
+
+    -- Feedback on the deleted notes, and the families' totals recounted from the rest
+    -- (summing what remains, not subtracting: no floating-point residue below zero).
+    WITH removed AS (
+        DELETE FROM pgmem.feedback AS f
+        USING old_notes AS o
+        WHERE f.namespace = o.namespace AND f.note_id = o.note_id
+        RETURNING f.namespace, f.family
+    ), touched AS (
+        SELECT DISTINCT namespace, family FROM removed
+    ), recounted AS (
+        UPDATE pgmem.family_reliability AS r
+        SET helpful = coalesce((SELECT sum(f.weight) FROM pgmem.feedback AS f
+                                WHERE f.namespace = r.namespace AND f.family = r.family AND f.helpful
+                                  AND NOT EXISTS (SELECT 1 FROM old_notes AS o
+                                                  WHERE o.namespace = f.namespace AND o.note_id = f.note_id)), 0),
+            unhelpful = coalesce((SELECT sum(f.weight) FROM pgmem.feedback AS f
+                                  WHERE f.namespace = r.namespace AND f.family = r.family AND NOT f.helpful
+                                    AND NOT EXISTS (SELECT 1 FROM old_notes AS o
+                                                    WHERE o.namespace = f.namespace AND o.note_id = f.note_id)), 0),
+            updated_at = now()
+        FROM touched AS t
+        WHERE r.namespace = t.namespace AND r.family = t.family
+        RETURNING r.namespace
+    )
+    SELECT count(*) INTO v_feedback FROM removed;
+    DELETE FROM pgmem.family_reliability AS r
+    WHERE r.helpful = 0 AND r.unhelpful = 0
+      AND r.namespace IN (SELECT DISTINCT namespace FROM old_notes);
+    UPDATE pgmem.namespaces AS s
+    SET feedback_helpful = t.helpful, feedback_unhelpful = t.unhelpful
+    FROM (SELECT d.namespace, coalesce(sum(r.helpful), 0) AS helpful, coalesce(sum(r.unhelpful), 0) AS unhelpful
+          FROM (SELECT DISTINCT namespace FROM old_notes) AS d
+          LEFT JOIN pgmem.family_reliability AS r ON r.namespace = d.namespace
+          GROUP BY d.namespace) AS t
+    WHERE s.namespace = t.namespace;
+
+    -- Logged packs that packed or rejected a deleted note.
+    WITH doomed AS (
+        SELECT l.namespace, l.pack_id
+        FROM pgmem.pack_log AS l
+        WHERE l.namespace IN (SELECT DISTINCT namespace FROM old_notes)
+          AND (EXISTS (SELECT 1 FROM old_notes AS o
+                       WHERE o.namespace = l.namespace AND o.note_id = ANY (l.note_ids))
+               OR EXISTS (SELECT 1 FROM jsonb_array_elements(l.rejections) AS j (rejection)
+                          JOIN old_notes AS o ON o.namespace = l.namespace
+                          WHERE o.note_id::text IN (j.rejection ->> 'note_id', j.rejection ->> 'overlaps_note_id')))
+    ), families AS (
+        DELETE FROM pgmem.pack_log_families AS f USING doomed AS d
+        WHERE f.namespace = d.namespace AND f.pack_id = d.pack_id
+    ), packs AS (
+        DELETE FROM pgmem.pack_log AS l USING doomed AS d
+        WHERE l.namespace = d.namespace AND l.pack_id = d.pack_id
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_packs FROM packs;
+
+    PERFORM set_config('pgmem.forget_feedback_removed',
+                       (coalesce(nullif(current_setting('pgmem.forget_feedback_removed', true), ''), '0')::integer
+                        + v_feedback)::text, true);
+    PERFORM set_config('pgmem.forget_packs_removed',
+                       (coalesce(nullif(current_setting('pgmem.forget_packs_removed', true), ''), '0')::integer
+                        + v_packs)::text, true);
     RETURN NULL;
 END;
 $$;
@@ -894,10 +1032,13 @@ CREATE TRIGGER notes_count_forgotten AFTER DELETE ON pgmem.notes
     REFERENCING OLD TABLE AS old_notes
     FOR EACH STATEMENT EXECUTE FUNCTION pgmem.count_forgotten_notes_v1();
 
+-- Erasure: the one way notes leave the store. Deletes the notes (content and all),
+-- which deletes or recounts every row derived from them (count_forgotten_notes_v1),
+-- and records who, when, what (ids, no content), why and how much went with them.
 CREATE FUNCTION pgmem.forget_v1(p_namespace text, p_scope text, p_selector text[], p_reason text)
     RETURNS TABLE (audit_id bigint, notes_removed integer)
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, pgmem
+    SET search_path = pg_catalog, pgmem, pg_temp
     AS $$
 DECLARE
     v_ids uuid[];
@@ -914,6 +1055,8 @@ BEGIN
         RAISE EXCEPTION 'forget: a reason is required' USING ERRCODE = '22023';
     END IF;
 
+    PERFORM set_config('pgmem.forget_feedback_removed', '0', true);
+    PERFORM set_config('pgmem.forget_packs_removed', '0', true);
     PERFORM set_config('pgmem.forget_in_progress', 'on', true);
     WITH gone AS (
         DELETE FROM pgmem.notes AS n
@@ -928,12 +1071,60 @@ BEGIN
     SELECT coalesce(array_agg(note_id ORDER BY note_id), '{}') INTO v_ids FROM gone;
     PERFORM set_config('pgmem.forget_in_progress', 'off', true);
 
-    INSERT INTO pgmem.forget_audit (namespace, scope, selector, reason, requested_by, notes_removed, note_ids)
-    VALUES (p_namespace, p_scope, p_selector, p_reason, session_user, cardinality(v_ids), v_ids)
+    INSERT INTO pgmem.forget_audit (namespace, scope, selector, reason, requested_by, notes_removed, note_ids,
+                                    feedback_removed, packs_removed)
+    VALUES (p_namespace, p_scope, p_selector, p_reason, session_user, cardinality(v_ids), v_ids,
+            current_setting('pgmem.forget_feedback_removed')::integer,
+            current_setting('pgmem.forget_packs_removed')::integer)
     RETURNING forget_audit.audit_id INTO v_audit;
     RETURN QUERY SELECT v_audit, cardinality(v_ids);
 END;
 $$;
+
+-- Recompute a namespace's statistics from its notes and feedback (admin): the repair
+-- for statistics that went wrong however they did.
+CREATE FUNCTION pgmem.recount_namespace_v1(p_namespace text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pgmem, pg_temp
+    AS $$
+BEGIN
+    PERFORM 1 FROM pgmem.namespaces WHERE namespace = p_namespace FOR UPDATE;
+    DELETE FROM pgmem.lexeme_stats WHERE namespace = p_namespace;
+    INSERT INTO pgmem.lexeme_stats (namespace, lexeme, document_frequency)
+    SELECT p_namespace, u.lexeme, count(*)
+    FROM pgmem.notes AS n, unnest(n.lexemes) AS u
+    WHERE n.namespace = p_namespace
+    GROUP BY u.lexeme;
+
+    DELETE FROM pgmem.family_reliability WHERE namespace = p_namespace;
+    INSERT INTO pgmem.family_reliability (namespace, family, helpful, unhelpful)
+    SELECT p_namespace, f.family,
+           coalesce(sum(f.weight) FILTER (WHERE f.helpful), 0),
+           coalesce(sum(f.weight) FILTER (WHERE NOT f.helpful), 0)
+    FROM pgmem.feedback AS f WHERE f.namespace = p_namespace
+    GROUP BY f.family;
+
+    UPDATE pgmem.namespaces AS s
+    SET note_count = c.notes, lexeme_total = c.lexemes,
+        feedback_helpful = r.helpful, feedback_unhelpful = r.unhelpful
+    FROM (SELECT count(*) AS notes, coalesce(sum(lexeme_count), 0) AS lexemes
+          FROM pgmem.notes WHERE namespace = p_namespace) AS c,
+         (SELECT coalesce(sum(helpful), 0) AS helpful, coalesce(sum(unhelpful), 0) AS unhelpful
+          FROM pgmem.family_reliability WHERE namespace = p_namespace) AS r
+    WHERE s.namespace = p_namespace;
+END;
+$$;
+
+-- The group roles of this database ---------------------------------------------------------
+
+-- The name of this database's pgmem group role of kind p_kind (reader, writer, admin).
+-- pgmem.migrate installs the roles under a prefix (default pgmem): databases of one
+-- cluster that must not share administrators use different prefixes.
+CREATE FUNCTION pgmem.group_role_v1(p_kind text) RETURNS name
+    LANGUAGE sql IMMUTABLE
+    RETURN CASE p_kind WHEN 'reader' THEN 'pgmem_reader'::name
+                       WHEN 'writer' THEN 'pgmem_writer'::name
+                       WHEN 'admin' THEN 'pgmem_admin'::name END;
 
 -- Least privilege. Readers read their namespace and may log packs; writers also
 -- insert notes; admins also forget and manage namespace grants.
@@ -948,19 +1139,27 @@ GRANT SELECT ON pgmem.embedding_models, pgmem.namespaces, pgmem.lexeme_stats, pg
     pgmem.family_regularizer_stats_v1 TO pgmem_reader;
 GRANT INSERT ON pgmem.pack_log, pgmem.pack_log_families TO pgmem_reader;
 GRANT EXECUTE ON FUNCTION pgmem.stage_one_v1, pgmem.compile_filter_v1, pgmem.filter_value_v1, pgmem.bm25_term_v1, pgmem.tsvector_token_count,
-    pgmem.note_lexemes, pgmem.log_pack_v1, pgmem.may_use_namespace_v1, pgmem.session_namespace_v1
+    pgmem.note_lexemes, pgmem.log_pack_v1, pgmem.may_use_namespace_v1, pgmem.session_namespace_v1,
+    pgmem.group_role_v1
     TO pgmem_reader;
 
 GRANT SELECT ON pgmem.namespace_grants TO pgmem_reader;
 
 -- (The policies above, FOR ALL with USING only, are also the WITH CHECK of inserts:
 -- a writer inserts only into the namespace its session may use.)
-GRANT INSERT ON pgmem.notes, pgmem.namespaces, pgmem.embedding_models TO pgmem_writer;
-GRANT EXECUTE ON FUNCTION pgmem.register_namespace_v1, pgmem.ensure_model_index_v1 TO pgmem_writer;
+-- Writers bind a namespace to a model; its statistics start at zero and are kept by
+-- the triggers (owner rights) alone. Every registered embedding model gets an HNSW
+-- index on the shared notes table, so only admins register models.
+GRANT INSERT ON pgmem.notes TO pgmem_writer;
+GRANT INSERT (namespace, model_id) ON pgmem.namespaces TO pgmem_writer;
+GRANT EXECUTE ON FUNCTION pgmem.register_namespace_v1, pgmem.register_model_v1 TO pgmem_writer;
+GRANT SELECT ON pgmem.namespace_grants_v1 TO pgmem_reader;
 
 GRANT INSERT, DELETE ON pgmem.namespace_grants TO pgmem_admin;
+GRANT INSERT ON pgmem.embedding_models TO pgmem_admin;
 GRANT SELECT ON pgmem.forget_audit TO pgmem_admin;
-GRANT EXECUTE ON FUNCTION pgmem.forget_v1, pgmem.grant_namespace_v1, pgmem.revoke_namespace_v1
+GRANT EXECUTE ON FUNCTION pgmem.forget_v1, pgmem.grant_namespace_v1, pgmem.revoke_namespace_v1,
+    pgmem.ensure_model_index_v1, pgmem.prune_grants_v1, pgmem.recount_namespace_v1
     TO pgmem_admin;
 
 -- Feedback on packed notes and the per-family Beta reliability it builds (the `beta`
@@ -994,7 +1193,7 @@ CREATE TABLE pgmem.family_reliability (
 
 CREATE FUNCTION pgmem.count_feedback_v1() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, pgmem
+    SET search_path = pg_catalog, pgmem, pg_temp
     AS $$
 BEGIN
     INSERT INTO pgmem.family_reliability AS r (namespace, family, helpful, unhelpful)
@@ -1072,7 +1271,7 @@ $$;
 CREATE FUNCTION pgmem.reset_feedback_v1(p_namespace text, p_families text[])
     RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, pgmem
+    SET search_path = pg_catalog, pgmem, pg_temp
     AS $$
 DECLARE
     v_removed integer;
@@ -1142,6 +1341,20 @@ CREATE POLICY admin_all ON pgmem.family_reliability TO pgmem_admin USING (true);
 REVOKE ALL ON FUNCTION pgmem.count_feedback_v1, pgmem.feedback_v1, pgmem.reset_feedback_v1,
     pgmem.handle_holders_v1, pgmem.entity_holders_v1 FROM PUBLIC;
 GRANT SELECT ON pgmem.feedback, pgmem.family_reliability TO pgmem_reader;
-GRANT INSERT ON pgmem.feedback TO pgmem_writer;
 GRANT EXECUTE ON FUNCTION pgmem.feedback_v1, pgmem.handle_holders_v1, pgmem.entity_holders_v1 TO pgmem_writer;
 GRANT EXECUTE ON FUNCTION pgmem.reset_feedback_v1 TO pgmem_admin;
+
+-- given_by and given_at come from their defaults (session_user, now()): no writer may
+-- sign a judgement with someone else's name or date it.
+GRANT INSERT (namespace, note_id, family, helpful, weight, pack_id) ON pgmem.feedback TO pgmem_writer;
+
+-- Checked as the writer (so row-level security on notes and pack_log applies): the note
+-- is one the writer can see, the family is the note's, a pack id names a logged pack.
+CREATE POLICY feedback_names_a_note ON pgmem.feedback AS RESTRICTIVE FOR INSERT
+    TO pgmem_reader, pgmem_writer
+    WITH CHECK (
+        EXISTS (SELECT 1 FROM pgmem.notes AS n
+                WHERE n.namespace = feedback.namespace AND n.note_id = feedback.note_id
+                  AND n.family = feedback.family)
+        AND (pack_id IS NULL OR EXISTS (SELECT 1 FROM pgmem.pack_log AS l
+                                        WHERE l.namespace = feedback.namespace AND l.pack_id = feedback.pack_id)));

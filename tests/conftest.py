@@ -19,6 +19,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from helpers import make_spans
 from psycopg import sql
 
 import pgmem
@@ -99,3 +100,37 @@ def conn(dsn: str) -> Iterator[psycopg.Connection[Any]]:
 @pytest.fixture(scope="session")
 def hashing() -> HashingEmbedder:
     return HashingEmbedder()
+
+
+@pytest.fixture
+def roles(server_dsn: str) -> Iterator[dict[str, str]]:
+    """Login roles for one test: a reader and a writer of namespace 'a', an admin, a stranger."""
+    suffix = uuid.uuid4().hex[:8]
+    names = {kind: f"t_{kind}_{suffix}" for kind in ("reader", "writer", "admin", "stranger")}
+    memberships = {"reader": "pgmem_reader", "writer": "pgmem_writer", "admin": "pgmem_admin"}
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        for kind, name in names.items():
+            admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(name)))
+            if kind in memberships:
+                admin.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(memberships[kind]), sql.Identifier(name)))
+    yield names
+    with psycopg.connect(server_dsn, autocommit=True) as admin:
+        for name in names.values():
+            admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def tenants(conn: psycopg.Connection[Any], hashing: HashingEmbedder, roles: dict[str, str]) -> psycopg.Connection[Any]:
+    """Two namespaces written by the schema owner; the reader and writer may use 'a' only."""
+    pgmem.ingest(
+        conn,
+        make_spans(["Alpha tenant secret: the launch code is 1234."], family="fa"),
+        namespace="a",
+        embedder=hashing,
+    )
+    pgmem.ingest(
+        conn, make_spans(["Beta tenant secret: the vault code is 9876."], family="fb"), namespace="b", embedder=hashing
+    )
+    for kind in ("reader", "writer"):
+        conn.execute("SELECT pgmem.grant_namespace_v1(%s, 'a')", (roles[kind],))
+    return conn

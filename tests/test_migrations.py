@@ -61,7 +61,8 @@ def test_migration_chain_equals_current_schema(server_dsn: str, fresh_database: 
 
 
 def test_migrate_is_idempotent_and_stamps_head(fresh_database: str) -> None:
-    assert pgmem.migrate(fresh_database) == head_revision()
+    # The session's template database already uses the default roles in this cluster.
+    assert pgmem.migrate(fresh_database, shared_roles=True) == head_revision()
     assert pgmem.migrate(fresh_database) == head_revision()
     with psycopg.connect(fresh_database) as conn:
         assert current_revision(conn) == head_revision()
@@ -70,7 +71,7 @@ def test_migrate_is_idempotent_and_stamps_head(fresh_database: str) -> None:
 def test_migrate_leaves_the_callers_connection_alone(fresh_database: str) -> None:
     with psycopg.connect(fresh_database) as conn:
         conn.execute("CREATE TEMPORARY TABLE scratch (x int)")
-        pgmem.migrate(conn)
+        pgmem.migrate(conn, shared_roles=True)
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
         conn.execute("SELECT * FROM scratch")
         assert current_revision(conn) == head_revision()

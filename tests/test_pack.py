@@ -12,6 +12,7 @@ import pytest
 from helpers import make_spans
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from psycopg import sql
 
 import pgmem
 from pgmem.embeddings import HashingEmbedder
@@ -392,6 +393,23 @@ def test_where_filters_apply_inside_stage_one(conn: psycopg.Connection[Any], has
     with pytest.raises(pgmem.InputError, match="where"):
         pgmem.pack(conn, "widget", where="role = 'fact'; DROP TABLE pgmem.notes", embedder=hashing)
     assert conn.execute("SELECT count(*) FROM pgmem.notes").fetchone() == (200,)
+
+
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York", "Asia/Kolkata"])
+def test_filter_times_without_offset_are_utc_in_every_session_time_zone(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder, zone: str
+) -> None:
+    # 02:00 UTC on the 8th is still the 7th in New York: a session-zone reading would differ.
+    texts = {"late": "2023-05-08T02:00:00+00:00", "early": "2023-05-07T20:00:00+00:00"}
+    spans = [
+        pgmem.Span(document_id=name, text=f"{name} widget", start=0, end=len(name) + 7, family="f", source_ts=ts)
+        for name, ts in texts.items()
+    ]
+    pgmem.ingest(conn, spans, embedder=hashing)
+    conn.execute(sql.SQL("SET TimeZone = {}").format(sql.Literal(zone)))
+    for where in ("source_ts >= '2023-05-08'", "source_ts >= '2023-05-08 00:00'", "source_ts >= '2023-05-08T00:00Z'"):
+        found = pgmem.pack(conn, "widget", where=where, embedder=hashing)
+        assert {item.document_id for item in found.items} == {"late"}, where
 
 
 @pytest.mark.parametrize(

@@ -2,58 +2,15 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
-from helpers import make_spans
-from psycopg import sql
+from helpers import as_role as _as
+from helpers import make_spans, stats_are_consistent
 
 import pgmem
 from pgmem.embeddings import HashingEmbedder
-
-
-@pytest.fixture
-def roles(server_dsn: str) -> Iterator[dict[str, str]]:
-    """Login roles for one test: a reader and a writer of namespace 'a', an admin, a stranger."""
-    suffix = uuid.uuid4().hex[:8]
-    names = {kind: f"t_{kind}_{suffix}" for kind in ("reader", "writer", "admin", "stranger")}
-    memberships = {"reader": "pgmem_reader", "writer": "pgmem_writer", "admin": "pgmem_admin"}
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        for kind, name in names.items():
-            admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(name)))
-            if kind in memberships:
-                admin.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(memberships[kind]), sql.Identifier(name)))
-    yield names
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        for name in names.values():
-            admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
-
-
-@pytest.fixture
-def tenants(conn: psycopg.Connection[Any], hashing: HashingEmbedder, roles: dict[str, str]) -> psycopg.Connection[Any]:
-    """Two namespaces written by the schema owner; the reader and writer may use 'a' only."""
-    pgmem.ingest(
-        conn,
-        make_spans(["Alpha tenant secret: the launch code is 1234."], family="fa"),
-        namespace="a",
-        embedder=hashing,
-    )
-    pgmem.ingest(
-        conn, make_spans(["Beta tenant secret: the vault code is 9876."], family="fb"), namespace="b", embedder=hashing
-    )
-    for kind in ("reader", "writer"):
-        conn.execute("SELECT pgmem.grant_namespace_v1(%s, 'a')", (roles[kind],))
-    return conn
-
-
-def _as(dsn: str, role: str, namespace: str | None) -> psycopg.Connection[Any]:
-    """A connection bound to ``namespace`` (as pgmem.connect does) acting as ``role``."""
-    connection = pgmem.connect(dsn, namespace=namespace, migrate=False)
-    connection.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
-    return connection
 
 
 def _visible(conn: psycopg.Connection[Any]) -> set[str]:
@@ -120,27 +77,6 @@ def test_an_admin_sees_all_namespaces(dsn: str, tenants: Any, roles: dict[str, s
         assert len(_visible(admin)) == 2
 
 
-def _stats_are_consistent(conn: psycopg.Connection[Any]) -> None:
-    stored = dict(
-        ((ns, lex), df)
-        for ns, lex, df in conn.execute(
-            "SELECT namespace, lexeme, document_frequency FROM pgmem.lexeme_stats WHERE document_frequency > 0"
-        )
-    )
-    recomputed = dict(
-        ((ns, lex), df)
-        for ns, lex, df in conn.execute(
-            "SELECT n.namespace, u.lexeme, count(*) FROM pgmem.notes AS n, unnest(n.lexemes) AS u GROUP BY 1, 2"
-        )
-    )
-    assert stored == recomputed
-    for namespace, count, total in conn.execute("SELECT namespace, note_count, lexeme_total FROM pgmem.namespaces"):
-        row = conn.execute(
-            "SELECT count(*), coalesce(sum(lexeme_count), 0) FROM pgmem.notes WHERE namespace = %s", (namespace,)
-        ).fetchone()
-        assert row == (count, total)
-
-
 def test_forget_erases_content_and_audits_without_it(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
     texts = ["Keep this public fact.", "Erase this private detail about Zed.", "Also erase Zed's address."]
     ids = pgmem.ingest(conn, make_spans(texts, document_id="profile"), embedder=hashing).note_ids
@@ -159,14 +95,14 @@ def test_forget_erases_content_and_audits_without_it(conn: psycopg.Connection[An
     assert audit[5] == 2 and sorted(str(x) for x in audit[6]) == sorted(ids[1:])
     audit_text = " ".join(str(v) for v in audit)
     assert "private" not in audit_text and "address" not in audit_text
-    _stats_are_consistent(conn)
+    stats_are_consistent(conn)
     pack = pgmem.pack(conn, "Zed private detail address", embedder=hashing, budget=10)
     assert all(item.note_id not in ids[1:] for item in pack.items)
 
     assert pgmem.forget(conn, namespace="default", family="g", reason="family retired").notes_removed == 1
     assert pgmem.forget(conn, namespace="default", document_id="profile", reason="account closed").notes_removed == 1
     assert conn.execute("SELECT count(*) FROM pgmem.notes").fetchone() == (0,)
-    _stats_are_consistent(conn)
+    stats_are_consistent(conn)
 
 
 @pytest.mark.parametrize(

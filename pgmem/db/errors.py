@@ -11,6 +11,7 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from pgmem.errors import (
+    ConfigurationError,
     DatabaseError,
     EmbeddingMismatchError,
     InputError,
@@ -22,6 +23,7 @@ from pgmem.errors import (
 NOTE_IMMUTABLE = "PM001"
 EMBEDDING_MISMATCH = "PM002"
 UNKNOWN_NOTE = "PM003"
+MODEL_NOT_REGISTERED = "PM004"
 
 
 @contextmanager
@@ -76,6 +78,9 @@ def translate(exc: psycopg.Error, action: str) -> PgmemError:
     state = exc.sqlstate
     if state == EMBEDDING_MISMATCH:
         return EmbeddingMismatchError(f"{action}: {message}")
+    if state == MODEL_NOT_REGISTERED:
+        hint = (exc.diag.message_hint or "").strip()
+        return ConfigurationError(f"{action}: {message}" + (f". {hint}" if hint else ""))
     if state in (NOTE_IMMUTABLE, UNKNOWN_NOTE, "22023"):
         return InputError(f"{action}: {message}")
     missing = (
