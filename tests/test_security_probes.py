@@ -387,3 +387,37 @@ def test_databases_migrated_at_the_same_moment_both_get_their_roles(
     finally:
         for name in names:
             _drop_database(server_dsn, name)
+
+
+# The next class: what the catalog tells about other tenants ------------------------------------
+
+
+def test_planner_statistics_show_no_tenant_content(dsn: str, tenants: Any, roles: dict[str, str]) -> None:
+    tenants.execute("ANALYZE")
+    owner_sees = tenants.execute(
+        "SELECT count(*) FROM pg_stats WHERE schemaname = 'pgmem' AND tablename = 'notes'"
+    ).fetchone()
+    assert owner_sees is not None and owner_sees[0] > 0
+    with _as(dsn, roles["reader"], "a") as reader:
+        # pg_stats hides the columns of tables under row-level security from those it binds.
+        rows = reader.execute("SELECT DISTINCT tablename FROM pg_stats WHERE schemaname = 'pgmem'").fetchall()
+        assert {row[0] for row in rows} <= {"embedding_models"}
+        assert reader.execute("SELECT count(*) FROM pg_stats_ext WHERE schemaname = 'pgmem'").fetchone() == (0,)
+
+
+def test_another_namespaces_note_ids_cannot_be_probed_by_collision(
+    dsn: str, tenants: Any, roles: dict[str, str]
+) -> None:
+    existing, _ = _note(tenants, "b")
+    model_id = tenants.execute("SELECT model_id FROM pgmem.namespaces WHERE namespace = 'b'").fetchone()[0]
+    insert = (
+        "INSERT INTO pgmem.notes (namespace, note_id, document_id, span_start, span_end, text, family, role,"
+        " confidence, model_id, embedding) VALUES ('b', %s, 'x', 0, 1, 'x', 'f', 'fact', 1, %s, '[1,0,0]')"
+    )
+    messages = []
+    for note_id in (existing, str(uuid.uuid4())):
+        with _as(dsn, roles["writer"], "a") as writer, pytest.raises(psycopg.Error) as caught:
+            writer.execute(insert, (note_id, model_id))
+        messages.append((type(caught.value), str(caught.value).replace(note_id, "<id>")))
+    assert messages[0] == messages[1]
+    assert "row-level security" in messages[0][1]
