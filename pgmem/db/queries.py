@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import cache
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
 
 from pgmem.db.resources import sql_dir
 from pgmem.errors import SchemaError
@@ -29,3 +34,20 @@ def query(name: str) -> str:
         return _all()[name]
     except KeyError:
         raise SchemaError(f"no SQL statement named {name!r} in queries.sql") from None
+
+
+def run(
+    conn: psycopg.Connection[Any],
+    name: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    prepare: bool | None = None,
+) -> psycopg.Cursor[dict[str, Any]]:
+    """Execute the named statement on a cursor of pgmem's own; rows come back by name.
+
+    The caller's connection may have any row factory (tuples, dicts, classes): pgmem
+    never reads rows through it, so what it reads does not depend on how the
+    connection was opened.
+    """
+    cursor = conn.cursor(row_factory=dict_row)
+    return cursor.execute(query(name), params, prepare=prepare)

@@ -12,7 +12,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from pgmem.db.errors import database_errors, deadline
-from pgmem.db.queries import query
+from pgmem.db.queries import run
 from pgmem.db.vectors import vector_literal
 from pgmem.params import StageOneParams
 from pgmem.retrieval.pool import Pool
@@ -81,91 +81,59 @@ def run_stage_one(conn: psycopg.Connection[Any], arguments: dict[str, Any], time
     with database_errors("pack"), deadline(conn, timeout, "pack"):
         # prepare=False: a server-side prepare would add a round trip on the Nth call,
         # and the dynamic SQL inside stage_one_v1 is planned per call anyway.
-        rows = conn.execute(query("stage_one"), arguments, prepare=False).fetchall()
+        rows = run(conn, "stage_one", arguments, prepare=False).fetchall()
     return pool_from_rows(rows)
 
 
-def pool_from_rows(rows: list[tuple[Any, ...]]) -> Pool:
+def pool_from_rows(rows: list[dict[str, Any]]) -> Pool:
     """A :class:`Pool` whose aggregates are the SQL window functions' values."""
     if not rows:
         return Pool((), 0, 0.0, 0.0, 0.0, ())
     candidates: list[Candidate] = []
     families: dict[str, FamilyAggregate] = {}
     for row in rows:
-        (
-            note_id,
-            external_id,
-            document_id,
-            span_start,
-            span_end,
-            text,
-            context,
-            family,
-            role,
-            confidence,
-            source_ts,
-            dense,
-            lexical,
-            facet,
-            link,
-            base,
-            _size,
-            _mean,
-            _variance,
-            _entropy,
-            family_count,
-            family_sum,
-            family_confidence,
-            entity_boost,
-            time_boost,
-            keyword_boost,
-            handle_boost,
-            family_helpful,
-            family_unhelpful,
-            _namespace_helpful,
-            _namespace_unhelpful,
-        ) = row
+        family = row["family"]
         candidates.append(
             Candidate(
-                note_id=str(note_id),
-                external_id=external_id,
-                document_id=document_id,
-                span_start=span_start,
-                span_end=span_end,
-                text=text,
-                context=context,
+                note_id=str(row["note_id"]),
+                external_id=row["external_id"],
+                document_id=row["document_id"],
+                span_start=row["span_start"],
+                span_end=row["span_end"],
+                text=row["text"],
+                context=row["context"],
                 family=family,
-                role=role,
-                confidence=float(confidence),
-                source_ts=source_ts,
-                dense_score=float(dense),
-                lexical_score=float(lexical),
-                facet_boost=float(facet),
-                link_boost=float(link),
-                base_score=float(base),
-                entity_boost=float(entity_boost),
-                time_boost=float(time_boost),
-                keyword_boost=float(keyword_boost),
-                handle_boost=float(handle_boost),
+                role=row["role"],
+                confidence=float(row["confidence"]),
+                source_ts=row["source_ts"],
+                dense_score=float(row["dense_score"]),
+                lexical_score=float(row["lexical_score"]),
+                facet_boost=float(row["facet_boost"]),
+                link_boost=float(row["link_boost"]),
+                base_score=float(row["base_score"]),
+                entity_boost=float(row["boost_entity"]),
+                time_boost=float(row["boost_time"]),
+                keyword_boost=float(row["boost_keyword"]),
+                handle_boost=float(row["boost_handle"]),
             )
         )
         families[family] = FamilyAggregate(
             family,
-            int(family_count),
-            float(family_sum),
-            float(family_confidence),
-            float(family_helpful),
-            float(family_unhelpful),
+            int(row["family_count"]),
+            float(row["family_score_sum"]),
+            float(row["family_mean_confidence"]),
+            float(row["family_feedback_helpful"]),
+            float(row["family_feedback_unhelpful"]),
         )
     first = rows[0]
     return Pool(
         candidates=tuple(candidates),
-        size=int(first[16]),
-        mean=float(first[17]),
+        size=int(first["pool_size"]),
+        mean=float(first["pool_mean"]),
         # var_pop can come back a hair below zero from floating-point cancellation.
-        variance=max(float(first[18]), 0.0),
-        entropy=float(first[19]) + 0.0,  # + 0.0 turns SQL's -0 into 0
+        variance=max(float(first["pool_variance"]), 0.0),
+        entropy=float(first["pool_entropy"]) + 0.0,  # + 0.0 turns SQL's -0 into 0
         families=tuple(families[name] for name in sorted(families)),
-        feedback_helpful=float(first[29]),
-        feedback_unhelpful=float(first[30]),
+        feedback_helpful=float(first["namespace_feedback_helpful"]),
+        feedback_unhelpful=float(first["namespace_feedback_unhelpful"]),
     )

@@ -1,0 +1,32 @@
+"""pgmem runs on the caller's connection, whatever row factory it was opened with."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+from helpers import make_spans
+from psycopg.rows import dict_row, namedtuple_row, tuple_row
+
+import pgmem
+from pgmem.embeddings import HashingEmbedder
+
+FACTORIES: dict[str, Callable[..., Any]] = {"tuple": tuple_row, "dict": dict_row, "namedtuple": namedtuple_row}
+TEXTS = [
+    "The launch moved to Friday after the review.",
+    "Maria owns the release checklist for v2.3.1.",
+    "The review found two blocking bugs in the parser.",
+]
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_pack_is_the_same_whatever_the_row_factory(dsn: str, hashing: HashingEmbedder, factory: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as plain:
+        pgmem.ingest(plain, make_spans(TEXTS), embedder=hashing)
+        expected = pgmem.pack(plain, "who owns the release checklist?", embedder=hashing)
+    with psycopg.connect(dsn, autocommit=True, row_factory=FACTORIES[factory]) as conn:
+        got = pgmem.pack(conn, "who owns the release checklist?", embedder=hashing)
+    assert [item.note_id for item in got.items] == [item.note_id for item in expected.items]
+    assert [item.final_score for item in got.items] == [item.final_score for item in expected.items]
