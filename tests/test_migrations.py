@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 import pgmem
 from pgmem.db.migrate import current_revision, head_revision
@@ -35,7 +37,7 @@ def _pg_dump(dsn: str) -> str:
     return "\n".join(line for line in dump.splitlines() if not line.startswith("--"))
 
 
-def _replay_chain(dsn: str) -> None:
+def _replay_chain(dsn: str, target: str = "head") -> None:
     """Build the schema only through alembic revisions (never through schema.sql)."""
     from sqlalchemy import create_engine
     from sqlalchemy.pool import NullPool
@@ -48,7 +50,7 @@ def _replay_chain(dsn: str) -> None:
         connection.exec_driver_sql("CREATE SCHEMA IF NOT EXISTS pgmem")
         config = _alembic_config()
         config.attributes["connection"] = connection
-        command.upgrade(config, "head")
+        command.upgrade(config, target)
     engine.dispose()
 
 
@@ -90,3 +92,44 @@ def test_unmigrated_database_gives_a_schema_error(fresh_database: str, hashing: 
         pytest.raises(pgmem.SchemaError, match="migrate"),
     ):
         pgmem.pack(conn, "anything", embedder=hashing)
+
+
+def test_upgrading_to_0004_closes_what_older_versions_left_open(
+    server_dsn: str, fresh_database: str, hashing: Any
+) -> None:
+    """A store used under 0003: a grant to a role since dropped, a forget that left the
+    erased words, judgements and logged question behind. The upgrade clears them."""
+    from helpers import make_spans, stats_are_consistent
+
+    _replay_chain(fresh_database, "0003")
+    gone = f"t_gone_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server_dsn, autocommit=True) as cluster:
+        cluster.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(gone)))
+    with psycopg.connect(fresh_database, autocommit=True) as conn:
+        ids = pgmem.ingest(
+            conn, make_spans(["Xylophonic secret of Brevaldo.", "Public fact."]), embedder=hashing
+        ).note_ids
+        pack = pgmem.pack(conn, "Xylophonic Brevaldo secret", embedder=hashing, log=True)
+        pgmem.feedback(conn, helpful=[ids[0]], unhelpful=[ids[1]])
+        conn.execute("SELECT pgmem.grant_namespace_v1(%s, 'default')", (gone,))
+        conn.execute("SELECT pgmem.forget_v1('default', 'notes', %s, 'erasure')", ([ids[0]],))
+        assert conn.execute("SELECT count(*) FROM pgmem.lexeme_stats WHERE document_frequency = 0").fetchone()[0] > 0
+    with psycopg.connect(server_dsn, autocommit=True) as cluster:
+        cluster.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(gone)))
+
+    assert pgmem.migrate(fresh_database, shared_roles=True) == head_revision()
+
+    with psycopg.connect(fresh_database, autocommit=True) as conn:
+        stats_are_consistent(conn)
+        assert conn.execute("SELECT count(*) FROM pgmem.namespace_grants").fetchone() == (0,)
+        assert conn.execute("SELECT note_id::text FROM pgmem.feedback").fetchall() == [(ids[1],)]
+        assert conn.execute("SELECT family, helpful, unhelpful FROM pgmem.family_reliability").fetchall() == [
+            ("f", 0.0, 1.0)
+        ]
+        assert conn.execute("SELECT feedback_helpful, feedback_unhelpful FROM pgmem.namespaces").fetchone() == (
+            0.0,
+            1.0,
+        )
+        assert conn.execute("SELECT count(*) FROM pgmem.pack_log WHERE pack_id = %s", (pack.pack_id,)).fetchone() == (
+            0,
+        )

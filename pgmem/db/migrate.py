@@ -129,10 +129,11 @@ def _open_migration_engine(conn: psycopg.Connection[Any] | str) -> Any:
 
 def _installed_role_prefix(raw: psycopg.Connection[Any]) -> str:
     """The prefix this database's group roles were installed under (pgmem before 0004)."""
-    row = raw.execute(
-        "SELECT CASE WHEN to_regprocedure('pgmem.group_role_v1(text)') IS NOT NULL"
-        " THEN pgmem.group_role_v1('admin') END"
-    ).fetchone()
+    # Two statements: a call of a function that does not exist fails at parse time.
+    found = raw.execute("SELECT to_regprocedure('pgmem.group_role_v1(text)') IS NOT NULL").fetchone()
+    if not found or not found[0]:
+        return DEFAULT_ROLE_PREFIX
+    row = raw.execute("SELECT pgmem.group_role_v1('admin')").fetchone()
     admin = row[0] if row else None
     return str(admin).removesuffix("_admin") if admin else DEFAULT_ROLE_PREFIX
 

@@ -326,6 +326,42 @@ BEGIN
 END;
 $$;
 
+-- Forgets run before this migration left derived rows behind: clear them now, so
+-- forget is total for every erasure ever made.
+DELETE FROM pgmem.lexeme_stats WHERE document_frequency <= 0;
+DELETE FROM pgmem.feedback AS f
+WHERE NOT EXISTS (SELECT 1 FROM pgmem.notes AS n WHERE n.namespace = f.namespace AND n.note_id = f.note_id);
+WITH orphaned AS (
+    SELECT l.namespace, l.pack_id
+    FROM pgmem.pack_log AS l
+    WHERE EXISTS (SELECT 1 FROM unnest(l.note_ids) AS i (note_id)
+                  WHERE NOT EXISTS (SELECT 1 FROM pgmem.notes AS n
+                                    WHERE n.namespace = l.namespace AND n.note_id = i.note_id))
+       OR EXISTS (SELECT 1 FROM jsonb_array_elements(l.rejections) AS j (rejection)
+                  CROSS JOIN LATERAL (VALUES (j.rejection ->> 'note_id'), (j.rejection ->> 'overlaps_note_id'))
+                      AS r (note_id)
+                  WHERE r.note_id IS NOT NULL
+                    AND NOT EXISTS (SELECT 1 FROM pgmem.notes AS n
+                                    WHERE n.namespace = l.namespace AND n.note_id::text = r.note_id))
+), families AS (
+    DELETE FROM pgmem.pack_log_families AS f USING orphaned AS o
+    WHERE f.namespace = o.namespace AND f.pack_id = o.pack_id
+)
+DELETE FROM pgmem.pack_log AS l USING orphaned AS o
+WHERE l.namespace = o.namespace AND l.pack_id = o.pack_id;
+-- What was learned from the deleted feedback goes with it (totals summed anew).
+DELETE FROM pgmem.family_reliability;
+INSERT INTO pgmem.family_reliability (namespace, family, helpful, unhelpful)
+SELECT namespace, family,
+       coalesce(sum(weight) FILTER (WHERE helpful), 0), coalesce(sum(weight) FILTER (WHERE NOT helpful), 0)
+FROM pgmem.feedback GROUP BY namespace, family;
+UPDATE pgmem.namespaces AS s
+SET feedback_helpful = t.helpful, feedback_unhelpful = t.unhelpful
+FROM (SELECT n.namespace, coalesce(sum(r.helpful), 0) AS helpful, coalesce(sum(r.unhelpful), 0) AS unhelpful
+      FROM pgmem.namespaces AS n LEFT JOIN pgmem.family_reliability AS r USING (namespace)
+      GROUP BY n.namespace) AS t
+WHERE s.namespace = t.namespace;
+
 -- Erasure: the one way notes leave the store. Deletes the notes (content and all),
 -- which deletes or recounts every row derived from them (count_forgotten_notes_v1),
 -- and records who, when, what (ids, no content), why and how much went with them.
