@@ -13,7 +13,7 @@ small, fixed-budget evidence pack for a question with :func:`pack`.
 
 from __future__ import annotations
 
-from pgmem.api import FeedbackResult, ForgetResult, feedback, forget, ingest, pack, reset_feedback
+from pgmem.api import FeedbackResult, ForgetResult, feedback, forget, ingest, pack, reset_feedback, supersede
 from pgmem.db.connection import connect
 from pgmem.db.migrate import migrate
 from pgmem.embeddings import Embedder, get_embedder
@@ -63,4 +63,5 @@ __all__ = [
     "migrate",
     "pack",
     "reset_feedback",
+    "supersede",
 ]

@@ -153,7 +153,7 @@ def assert_store_consistent(conn: psycopg.Connection[Any]) -> None:
         by_document = _rows(
             conn,
             INDEX,
-            "notes_document",
+            "notes_span",
             sql.SQL("SELECT note_id FROM pgmem.notes WHERE namespace = %s AND document_id = ANY (%s)"),
             (namespace, documents),
         )
