@@ -324,3 +324,24 @@ def test_neighbour_lookups_still_use_an_index(conn: psycopg.Connection[Any], has
         )
     )
     assert "notes_span" in plan and "Sort" not in plan
+
+
+def test_a_note_id_squatted_on_another_span_is_refused_not_skipped(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder
+) -> None:
+    from pgmem.ingest.spans import note_id
+
+    honest = make_spans(["the honest text"], document_id="d")[0]
+    squatter = make_spans(["a squatter"], document_id="elsewhere")[0]
+    pgmem.ingest(conn, [squatter], embedder=hashing)
+    # Raw SQL can store a note under the id another span will have (the id is not
+    # checked against the content in the database): ingest must not take it for that span.
+    conn.execute(
+        "INSERT INTO pgmem.notes (namespace, note_id, document_id, span_start, span_end, text, family, role,"
+        " confidence, model_id, embedding) SELECT namespace, %s, document_id, 100, 110, text, family, role,"
+        " confidence, model_id, embedding FROM pgmem.notes",
+        (note_id("default", "d", honest.start, honest.end, honest.text),),
+    )
+    with pytest.raises(pgmem.InputError, match=r"span 0 \(document 'd', bytes 0-15\): its note id .* is already taken"):
+        pgmem.ingest(conn, [honest], embedder=hashing)
+    assert _count(conn) == 2

@@ -332,7 +332,9 @@ def test_supersede_audit_is_read_per_namespace(
         stranger.execute("SELECT count(*) FROM pgmem.supersede_audit")
 
 
-def test_a_writer_cannot_store_rows_that_lie_about_themselves(dsn: str, tenants: Any, roles: dict[str, str]) -> None:
+def test_a_writer_cannot_store_rows_that_lie_about_themselves(
+    dsn: str, tenants: Any, roles: dict[str, str], hashing: HashingEmbedder
+) -> None:
     note = (
         "INSERT INTO pgmem.notes (namespace, note_id, document_id, span_start, span_end, text, family, role,"
         " confidence, model_id, embedding{extra})"
@@ -372,5 +374,15 @@ def test_a_writer_cannot_store_rows_that_lie_about_themselves(dsn: str, tenants:
         # The honest forms still work.
         writer.execute(note.format(extra="", model="model_id", value=""), (6, "caf\u00e9!"))
         writer.execute(feedback.format(extra="", value=""), (target, "fa"))
-    assert tenants.execute("SELECT count(*) FROM pgmem.notes WHERE namespace = 'a'").fetchone() == (2,)
+        # Links may name any id (they dangle after forget by design), but reads follow
+        # them inside the session's namespace only: a link into 'b' pulls nothing in.
+        writer.execute(
+            "INSERT INTO pgmem.notes (namespace, note_id, document_id, span_start, span_end, text, family, role,"
+            " confidence, model_id, embedding, links) SELECT 'a', gen_random_uuid(), 'raw', 0, 12, 'launch plans',"
+            " 'fa', 'fact', 0.5, model_id, embedding, ARRAY[%s::uuid] FROM pgmem.notes WHERE note_id = %s",
+            (hidden, target),
+        )
+        texts = {i.text for i in pgmem.pack(writer, "launch plans vault", namespace="a", embedder=hashing).items}
+        assert texts and not any("Beta" in text for text in texts)
+    assert tenants.execute("SELECT count(*) FROM pgmem.notes WHERE namespace = 'a'").fetchone() == (3,)
     _stats_are_consistent(tenants)
