@@ -386,3 +386,25 @@ def test_a_writer_cannot_store_rows_that_lie_about_themselves(
         assert texts and not any("Beta" in text for text in texts)
     assert tenants.execute("SELECT count(*) FROM pgmem.notes WHERE namespace = 'a'").fetchone() == (3,)
     _stats_are_consistent(tenants)
+
+
+def test_an_admin_supersedes_in_the_namespace_its_session_selects(
+    dsn: str, tenants: Any, roles: dict[str, str], hashing: HashingEmbedder
+) -> None:
+    corrected = make_spans(["Beta tenant secret: the vault code is 0000."], family="fb")
+    with _login(dsn, roles["admin"], None) as admin, pytest.raises(pgmem.DatabaseError, match="row-level security"):
+        pgmem.supersede(admin, corrected, namespace="b", reason="no session namespace", embedder=hashing)
+    with _login(dsn, roles["admin"], "b") as admin:
+        assert len(pgmem.supersede(admin, corrected, namespace="b", reason="fix", embedder=hashing).superseded) == 1
+    with _login(dsn, roles["reader"], "a") as reader:
+        old = reader.execute("SELECT note_id FROM pgmem.notes").fetchone()[0]
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied"):
+            reader.execute(
+                "INSERT INTO pgmem.supersede_audit (namespace, old_note_id, new_note_id, document_id, span_start,"
+                " span_end, reason) VALUES ('a', %s, gen_random_uuid(), 'doc', 0, 45, 'r')",
+                (old,),
+            )
+    assert tenants.execute("SELECT namespace, requested_by FROM pgmem.supersede_audit").fetchall() == [
+        ("b", roles["admin"])
+    ]
+    _stats_are_consistent(tenants)
