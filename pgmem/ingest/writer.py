@@ -42,8 +42,6 @@ RARE_KEY_NOTES = 5
 MAX_KEY_LINKS = 3
 #: Entities weaker than this are not used to link notes.
 LINK_ENTITY_CONFIDENCE = 0.6
-
-
 #: Longest supersede reason kept in the audit table.
 MAX_REASON_CHARS = 1_000
 #: Conflicting spans named in one error message (the count of the rest follows).
@@ -122,7 +120,7 @@ def _float32(value: float) -> float:
     return float(np.float32(value))
 
 
-def differences(item: ValidSpan, stored: StoredNote) -> list[str]:
+def _differences(item: ValidSpan, stored: StoredNote) -> list[str]:
     """The fields in which a span differs from the note stored on its span.
 
     Text, family, source_ts, metadata and external_id always count; role, confidence
@@ -159,16 +157,13 @@ def _stored_notes(
     return {(r.document_id, r.span_start, r.span_end): r for r in rows}
 
 
-def _refusal(action: str, conflicts: list[str], advice: str) -> InputError:
+def _refusal(action: str, conflicts: list[str]) -> InputError:
     named = "; ".join(conflicts[:NAMED_CONFLICTS])
     more = f"; and {len(conflicts) - NAMED_CONFLICTS} more" if len(conflicts) > NAMED_CONFLICTS else ""
-    return InputError(f"{action}: {len(conflicts)} span(s) refused, nothing written: {named}{more}. {advice}")
-
-
-_SUPERSEDE_ADVICE = (
-    "Re-ingest never changes a stored note; replace it with pgmem.supersede(conn, spans, namespace=..., reason=...)"
-    " (audited)"
-)
+    return InputError(
+        f"{action}: {len(conflicts)} span(s) refused, nothing written: {named}{more}. Re-ingest never changes a"
+        " stored note; replace it with pgmem.supersede(conn, spans, namespace=..., reason=...) (audited)"
+    )
 
 
 def _checked(item: ValidSpan, facets: Enrichment) -> Enrichment:
@@ -316,12 +311,12 @@ def _verify_skipped(conn: psycopg.Connection[Any], namespace: str, action: str, 
         note = stored.get(_key(item))
         if note is None:
             conflicts.append(f"{_where(item)}: its note id {item.note_id} is already taken by a note on another span")
-        elif fields := differences(item, note):
+        elif fields := _differences(item, note):
             conflicts.append(
                 f"{_where(item)}: note {note.note_id} with a different {', '.join(fields)} was written concurrently"
             )
     if conflicts:
-        raise _refusal(action, conflicts, _SUPERSEDE_ADVICE)
+        raise _refusal(action, conflicts)
 
 
 def write(
@@ -358,7 +353,7 @@ def write(
     conflicts: list[str] = []
     for item in valid:
         note = stored.get(_key(item))
-        fields = [] if note is None else differences(item, note)
+        fields = [] if note is None else _differences(item, note)
         if note is not None and not fields:
             continue  # exactly what is stored: a no-op
         if note is not None and supersede_reason is None:
@@ -371,7 +366,7 @@ def write(
             replaced[item.note_id] = note
         fresh.append(item)
     if conflicts:
-        raise _refusal(action, conflicts, _SUPERSEDE_ADVICE)
+        raise _refusal(action, conflicts)
     if not fresh:
         return IngestResult(note_ids=tuple(v.note_id for v in checked), inserted=0, skipped=len(valid))
     enricher = enricher or RuleEnricher()
