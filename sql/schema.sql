@@ -1167,6 +1167,23 @@ ALTER TABLE pgmem.namespaces ADD CONSTRAINT namespaces_model UNIQUE (namespace, 
 ALTER TABLE pgmem.notes ADD CONSTRAINT notes_namespace_model
     FOREIGN KEY (namespace, model_id) REFERENCES pgmem.namespaces (namespace, model_id);
 
+-- Every model gets its HNSW index as soon as its row exists, whoever inserts it (not
+-- only through register_namespace_v1): the index's dimension-typed expression is also
+-- what refuses a note whose vector does not have its model's dimension.
+CREATE FUNCTION pgmem.index_new_model_v1() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pgmem, pg_temp
+    AS $$
+BEGIN
+    PERFORM pgmem.ensure_model_index_v1(NEW.model_id);
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER embedding_models_index AFTER INSERT ON pgmem.embedding_models
+    FOR EACH ROW EXECUTE FUNCTION pgmem.index_new_model_v1();
+REVOKE ALL ON FUNCTION pgmem.index_new_model_v1 FROM PUBLIC;
+
 -- Supersede: a writer replaces the note on a span with a new one. The caller inserts
 -- one request row per replaced note (ids and offsets, no content); row-level security
 -- checks it as the caller, a trigger with owner rights deletes the old note, and a

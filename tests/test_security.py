@@ -384,6 +384,21 @@ def test_a_writer_cannot_store_rows_that_lie_about_themselves(
         )
         texts = {i.text for i in pgmem.pack(writer, "launch plans vault", namespace="a", embedder=hashing).items}
         assert texts and not any("Beta" in text for text in texts)
+    # A vector of another dimension than its model's, even for a model and a namespace
+    # bound by hand (no register_namespace_v1): the model's HNSW index exists at once.
+    tenants.execute("SELECT pgmem.grant_namespace_v1(%s, 'fresh')", (roles["writer"],))
+    with _login(dsn, roles["writer"], "fresh") as writer:
+        tiny = writer.execute(
+            "INSERT INTO pgmem.embedding_models (name, dimension) VALUES ('tiny', 3) RETURNING model_id"
+        ).fetchone()[0]
+        writer.execute("INSERT INTO pgmem.namespaces (namespace, model_id) VALUES ('fresh', %s)", (tiny,))
+        with pytest.raises(psycopg.errors.DataException, match="expected 3 dimensions, not 5"):
+            writer.execute(
+                "INSERT INTO pgmem.notes (namespace, note_id, document_id, span_start, span_end, text, family, role,"
+                " confidence, model_id, embedding) VALUES ('fresh', gen_random_uuid(), 'raw', 0, 3, 'abc', 'f',"
+                " 'fact', 0.5, %s, '[1, 2, 3, 4, 5]')",
+                (tiny,),
+            )
     assert tenants.execute("SELECT count(*) FROM pgmem.notes WHERE namespace = 'a'").fetchone() == (3,)
     _stats_are_consistent(tenants)
 
