@@ -22,6 +22,7 @@ from pgmem.api import (
     pack,
     register_model,
     reset_feedback,
+    supersede,
 )
 from pgmem.db.connection import connect
 from pgmem.db.migrate import migrate
@@ -73,4 +74,5 @@ __all__ = [
     "pack",
     "register_model",
     "reset_feedback",
+    "supersede",
 ]

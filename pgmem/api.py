@@ -20,8 +20,8 @@ from pgmem.errors import ConfigurationError, DatabaseError, InputError
 from pgmem.ingest.enricher import Enricher
 from pgmem.ingest.hints import QueryHints, derive_query_hints
 from pgmem.ingest.spans import parse_timestamp
-from pgmem.ingest.writer import IngestResult
-from pgmem.ingest.writer import ingest as write_spans
+from pgmem.ingest.writer import IngestResult, check_reason
+from pgmem.ingest.writer import write as write_spans
 from pgmem.params import (
     ROLES,
     CalibrationParams,
@@ -56,7 +56,10 @@ def ingest(
     written through COPY in one transaction (a savepoint if the connection is already
     in a transaction). A bad span raises :class:`pgmem.InputError` naming it, and
     nothing of the batch is written. Note ids are deterministic, so re-ingesting a
-    span is a no-op.
+    span exactly as stored is a no-op; a span (document, start, end) that already
+    holds a note with other text or other caller-given fields (family, source_ts,
+    metadata, external_id; context, role and confidence when given) is refused with
+    an InputError naming the span and the fields — replace it with :func:`supersede`.
 
     Parameters
     ----------
@@ -86,6 +89,69 @@ def ingest(
         embedder=resolve_embedder(embedder),
         enricher=enricher,
         progress=progress,
+    )
+
+
+def supersede(
+    conn: psycopg.Connection[Any],
+    spans: Iterable[Span],
+    *,
+    namespace: str,
+    reason: str,
+    embedder: Embedder | str | None = None,
+    enricher: Enricher | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> IngestResult:
+    """Write spans, replacing the note stored on each same document span; audited.
+
+    A corrected document re-ingested with :func:`ingest` is refused span by span (a
+    note never changes silently); ``supersede`` is the explicit form. Every span is
+    written as :func:`ingest` writes it; where a note with other text or other
+    caller-given fields is stored on the same (document_id, start, end), that note is
+    deleted and one row of ``pgmem.supersede_audit`` records the namespace, the old
+    and new note ids, the document and offsets, ``reason``, who (``session_user``) and
+    when (ids only, no content). A span stored exactly as given is left alone, and a
+    span with no note yet is simply written. One transaction (a savepoint inside the
+    caller's), so either every replacement happens or none.
+
+    The database checks each request as the caller (row-level security): the
+    connection's session namespace (``pgmem.connect(namespace=...)``) must be
+    ``namespace``, unless the caller owns the schema, and the replaced note must be
+    visible to it. Members of ``pgmem_writer`` (and admins) may supersede; readers may
+    not.
+
+    Parameters
+    ----------
+    conn : psycopg.Connection
+        A connection of a ``pgmem_writer`` member (or the schema owner).
+    spans : iterable of Span
+        The corrected spans.
+    namespace : str
+        The namespace to write into.
+    reason : str
+        Why the notes are replaced (required, at most 1,000 characters, kept in the
+        audit table).
+    embedder : Embedder or str, optional
+        As for :func:`ingest`.
+    enricher : Enricher, optional
+        As for :func:`ingest`.
+    progress : callable, optional
+        As for :func:`ingest`.
+
+    Returns
+    -------
+    IngestResult
+        Note ids in input order, how many notes were written or left alone, and in
+        ``superseded`` the ids of the notes replaced.
+    """
+    return write_spans(
+        conn,
+        spans,
+        namespace=namespace,
+        embedder=resolve_embedder(embedder),
+        enricher=enricher,
+        progress=progress,
+        supersede_reason=check_reason(reason),
     )
 
 

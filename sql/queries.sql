@@ -40,8 +40,11 @@ COPY pgmem_staging (namespace, note_id, external_id, document_id, span_start, sp
 FROM STDIN;
 
 -- name: insert_from_staging --
--- ON CONFLICT DO NOTHING makes re-ingest a no-op and concurrent writers of the same
--- spans safe; sorted so concurrent batches take index locks in one order.
+-- Returns the ids written. A row whose span (or note id) is already taken is skipped
+-- (DO NOTHING with no target: every unique index is an arbiter, so a concurrent
+-- writer of the same span is skipped, never an error); the writer then checks each
+-- skipped span holds exactly what it was given. Sorted so concurrent batches take
+-- index locks in one order.
 INSERT INTO pgmem.notes (namespace, note_id, external_id, document_id, span_start, span_end,
                          text, context, family, role, confidence, source_ts, model_id, embedding,
                          entities, time_tags, keywords, handles, links, metadata)
@@ -50,13 +53,35 @@ SELECT namespace, note_id, external_id, document_id, span_start, span_end, text,
        handles, links, metadata
 FROM pgmem_staging
 ORDER BY namespace, note_id
-ON CONFLICT (namespace, note_id) DO NOTHING;
+ON CONFLICT DO NOTHING
+RETURNING note_id::text;
 
 -- name: drop_staging --
 DROP TABLE pg_temp.pgmem_staging;
 
--- name: existing_note_ids --
-SELECT note_id FROM pgmem.notes WHERE namespace = %(namespace)s AND note_id = ANY (%(note_ids)s::uuid[]);
+-- name: stored_spans --
+-- The note stored on each given span of the namespace (one indexed lookup per span
+-- through notes_span), with what re-ingest compares: a digest of its text and the
+-- caller-given fields.
+SELECT n.document_id, n.span_start, n.span_end, n.note_id::text AS note_id,
+       sha256(convert_to(n.text, 'UTF8')) AS text_sha256, n.family, n.source_ts, n.metadata,
+       n.external_id, n.context, n.role, n.confidence
+FROM unnest(%(document_ids)s::text[], %(starts)s::integer[], %(ends)s::integer[])
+     AS s (document_id, span_start, span_end)
+JOIN pgmem.notes AS n
+  ON n.namespace = %(namespace)s AND n.document_id = s.document_id
+ AND n.span_start = s.span_start AND n.span_end = s.span_end;
+
+-- name: request_supersede --
+-- One audited request per replaced note; the table's trigger deletes the old notes
+-- (row-level security checks each request as the caller first).
+INSERT INTO pgmem.supersede_audit (namespace, old_note_id, new_note_id, document_id, span_start,
+                                   span_end, reason)
+SELECT %(namespace)s, r.old_note_id, r.new_note_id, r.document_id, r.span_start, r.span_end, %(reason)s
+FROM unnest(%(old_note_ids)s::uuid[], %(new_note_ids)s::uuid[], %(document_ids)s::text[],
+            %(starts)s::integer[], %(ends)s::integer[])
+     AS r (old_note_id, new_note_id, document_id, span_start, span_end)
+ORDER BY r.old_note_id;
 
 -- name: document_neighbours --
 -- Existing notes of the batch's documents, for previous/next local links.

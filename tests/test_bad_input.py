@@ -24,6 +24,7 @@ TABLES = (
     "pack_log_families",
     "namespace_grants",
     "forget_audit",
+    "supersede_audit",
 )
 
 
@@ -104,6 +105,47 @@ def test_the_same_note_id_with_different_content_is_refused(
     twins = [pgmem.Span(**GOOD), pgmem.Span(**(GOOD | {"family": "other"}))]
     with pytest.raises(pgmem.InputError, match="span 1 has the same note id as span 0"):
         pgmem.ingest(seeded, twins, embedder=hashing)
+    assert snapshot(seeded) == before
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"text": "abcdefgX"}, r"span 1 \(document 'd', bytes 100-108\): namespace 'default' holds note .* text"),
+        ({"family": "g"}, "with a different family"),
+        ({"metadata": {"m": 1}}, "with a different metadata"),
+        ({"source_ts": "2023-05-08T10:00:00+00:00"}, "with a different source_ts"),
+        ({"role": "claim", "external_id": "e"}, "with a different external_id, role"),
+    ],
+)
+def test_a_span_holding_another_note_is_refused_and_the_store_is_unchanged(
+    seeded: psycopg.Connection[Any], hashing: HashingEmbedder, change: dict[str, Any], message: str
+) -> None:
+    pgmem.ingest(seeded, [pgmem.Span(**GOOD)], embedder=hashing)
+    before = snapshot(seeded)
+    batch = [*make_spans(["a good span in the same batch"], document_id="fresh"), pgmem.Span(**(GOOD | change))]
+    with pytest.raises(pgmem.InputError, match=message):
+        pgmem.ingest(seeded, batch, embedder=hashing)
+    assert snapshot(seeded) == before
+
+
+@pytest.mark.parametrize(
+    ("reason", "message"),
+    [
+        ("", "reason must be a non-empty string"),
+        ("  ", "reason must be a non-empty string"),
+        (None, "reason must be a non-empty string"),
+        ("why\x00", "without NUL"),
+        ("x" * 1001, "at most 1000 characters, got 1001"),
+    ],
+)
+def test_bad_supersede_reasons(
+    seeded: psycopg.Connection[Any], hashing: HashingEmbedder, reason: Any, message: str
+) -> None:
+    before = snapshot(seeded)
+    with pytest.raises(pgmem.InputError, match=message):
+        pgmem.supersede(seeded, make_spans(["an existing note, corrected"]), namespace="default", reason=reason,
+                        embedder=hashing)  # fmt: skip
     assert snapshot(seeded) == before
 
 

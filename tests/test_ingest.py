@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import threading
+import time
+import uuid
 from typing import Any
 
 import psycopg
@@ -186,3 +190,158 @@ def test_rare_key_lookups_are_kept_on_the_gin_indexes(conn: psycopg.Connection[A
     assert {name: sorted(config) for name, config in rows} == {
         name: ["enable_indexscan=off", "enable_seqscan=off"] for name in ("handle_holders_v1", "entity_holders_v1")
     }
+
+
+def _snapshot(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+    return sorted(conn.execute("SELECT note_id::text, family, text FROM pgmem.notes").fetchall())
+
+
+@pytest.mark.parametrize(
+    ("change", "fields"),
+    [
+        ({"text": "same span, new text", "end": 19}, "text"),
+        ({"family": "other"}, "family"),
+        ({"source_ts": "2024-01-01T00:00:00+00:00"}, "source_ts"),
+        ({"metadata": {"v": 2}}, "metadata"),
+        ({"external_id": "turn-8"}, "external_id"),
+        ({"context": "a new title"}, "context"),
+        ({"role": "claim"}, "role"),
+        ({"confidence": 0.9}, "confidence"),
+        ({"family": "other", "metadata": {"v": 2}}, "family, metadata"),
+    ],
+)
+def test_a_span_holding_another_note_is_refused_naming_it(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder, change: dict[str, Any], fields: str
+) -> None:
+    first = pgmem.Span(
+        document_id="d", text="same span, old text", start=0, end=19, family="f", metadata={"v": 1},
+        source_ts="2023-05-08T10:00:00+00:00", external_id="turn-7", role="fact", confidence=0.3, context="a title",
+    )  # fmt: skip
+    pgmem.ingest(conn, [first], embedder=hashing)
+    before = _snapshot(conn)
+    fresh = make_spans(["an unrelated new note"], document_id="other")[0]
+    changed = pgmem.Span(**(dataclasses.asdict(first) | change))
+    with pytest.raises(pgmem.InputError) as caught:
+        pgmem.ingest(conn, [fresh, changed], embedder=hashing)
+    message = str(caught.value)
+    assert (
+        f"span 1 (document 'd', bytes 0-19): namespace 'default' holds note {before[0][0]} with a different {fields}"
+        in message
+    )
+    assert "nothing written" in message and "pgmem.supersede" in message
+    assert _snapshot(conn) == before  # the good span of the batch was not written either
+
+
+def test_an_exact_reingest_compares_only_what_the_caller_gave(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder
+) -> None:
+    given = make_spans(["derived role and confidence"], metadata={"k": [1, 2.5]}, confidence=0.3)
+    pgmem.ingest(conn, given, embedder=hashing)
+    # Role and context were derived (not given): not compared. Confidence 0.3 is stored
+    # as a real, and still equal. Metadata round-trips through JSON.
+    again = pgmem.ingest(conn, given, embedder=hashing)
+    assert (again.inserted, again.skipped) == (0, 1)
+    as_tuple = [dataclasses.replace(given[0], metadata={"k": (1, 2.5)})]
+    assert pgmem.ingest(conn, as_tuple, embedder=hashing).skipped == 1
+
+
+def test_one_batch_may_not_give_one_span_two_texts(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    a = pgmem.Span(document_id="d", text="first text", start=0, end=10, family="f")
+    b = pgmem.Span(document_id="d", text="other text", start=0, end=10, family="f")
+    with pytest.raises(pgmem.InputError, match=r"span 1 \(document 'd', bytes 0-10\) covers the same document span"):
+        pgmem.ingest(conn, [a, b], embedder=hashing)
+    assert _count(conn) == 0
+
+
+def test_the_database_refuses_a_second_note_on_a_span_and_offsets_that_lie(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder
+) -> None:
+    from pgmem.db.errors import database_errors
+
+    note = pgmem.ingest(conn, make_spans(["stored text"]), embedder=hashing).note_ids[0]
+    copy = (
+        "INSERT INTO pgmem.notes (namespace, note_id, document_id, span_start, span_end, text, family, role,"
+        " confidence, model_id, embedding)"
+        " SELECT namespace, %s, document_id, span_start, span_end + %s, %s, family, role, confidence, model_id,"
+        " embedding FROM pgmem.notes WHERE note_id = %s"
+    )
+    span_taken = r"ingest: one note per document span.*\(default, doc, 0, 11\)"
+    with pytest.raises(pgmem.InputError, match=span_taken), database_errors("ingest"):
+        conn.execute(copy, (str(uuid.uuid4()), 0, "other text!", note))
+    length = "span_end - span_start must equal the UTF-8 byte length"
+    with pytest.raises(pgmem.InputError, match=length), database_errors("ingest"):
+        conn.execute(copy, (str(uuid.uuid4()), 5, "caf\u00e9 and more text", note))
+    assert _count(conn) == 1
+
+
+def _waiting(dsn: str, pid: int) -> bool:
+    with psycopg.connect(dsn, autocommit=True) as watcher:
+        row = watcher.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
+    return row is not None and row[0] == "Lock"
+
+
+@pytest.mark.parametrize(
+    ("theirs", "fields"),
+    [({"text": "their text!", "end": 11}, "text"), ({"family": "theirs"}, "family")],
+)
+def test_a_concurrent_writer_of_the_same_span_is_refused(
+    dsn: str, hashing: HashingEmbedder, theirs: dict[str, Any], fields: str
+) -> None:
+    mine = pgmem.Span(document_id="d", text="my text ok!", start=0, end=11, family="mine")
+    outcome: dict[str, BaseException] = {}
+    with psycopg.connect(dsn) as first, psycopg.connect(dsn, autocommit=True) as second:
+        pgmem.ingest(first, [mine], embedder=hashing)  # not committed yet
+
+        def race() -> None:
+            try:
+                pgmem.ingest(second, [pgmem.Span(**(dataclasses.asdict(mine) | theirs))], embedder=hashing)
+            except BaseException as exc:  # handed to the test thread
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=race)
+        worker.start()
+        deadline = time.monotonic() + 30
+        while not _waiting(dsn, second.info.backend_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        first.commit()
+        worker.join(30)
+        error = outcome.get("error")
+        assert isinstance(error, pgmem.InputError), error
+        assert "span 0 (document 'd', bytes 0-11): note" in str(error)
+        assert f"with a different {fields} was written concurrently" in str(error)
+        rows = second.execute("SELECT text, family FROM pgmem.notes").fetchall()
+    assert rows == [("my text ok!", "mine")]
+
+
+def test_neighbour_lookups_still_use_an_index(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    pgmem.ingest(conn, make_spans([f"turn {i}" for i in range(50)], document_id="s"), embedder=hashing)
+    conn.execute("SET enable_seqscan = off")
+    plan = "\n".join(
+        row[0]
+        for row in conn.execute(
+            "EXPLAIN SELECT n.note_id FROM pgmem.notes AS n WHERE n.namespace = 'default' AND n.document_id = 's'"
+            " AND n.span_start < 100 ORDER BY n.span_start DESC LIMIT 1"
+        )
+    )
+    assert "notes_span" in plan and "Sort" not in plan
+
+
+def test_a_note_id_squatted_on_another_span_is_refused_not_skipped(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder
+) -> None:
+    from pgmem.ingest.spans import note_id
+
+    honest = make_spans(["the honest text"], document_id="d")[0]
+    squatter = make_spans(["a squatter"], document_id="elsewhere")[0]
+    pgmem.ingest(conn, [squatter], embedder=hashing)
+    # Raw SQL can store a note under the id another span will have (the id is not
+    # checked against the content in the database): ingest must not take it for that span.
+    conn.execute(
+        "INSERT INTO pgmem.notes (namespace, note_id, document_id, span_start, span_end, text, family, role,"
+        " confidence, model_id, embedding) SELECT namespace, %s, document_id, 100, 110, text, family, role,"
+        " confidence, model_id, embedding FROM pgmem.notes",
+        (note_id("default", "d", honest.start, honest.end, honest.text),),
+    )
+    with pytest.raises(pgmem.InputError, match=r"span 0 \(document 'd', bytes 0-15\): its note id .* is already taken"):
+        pgmem.ingest(conn, [honest], embedder=hashing)
+    assert _count(conn) == 2

@@ -37,7 +37,7 @@ def _pg_dump(dsn: str) -> str:
     return "\n".join(line for line in dump.splitlines() if not line.startswith("--"))
 
 
-def _replay_chain(dsn: str, target: str = "head") -> None:
+def _replay_chain(dsn: str, revision: str = "head") -> None:
     """Build the schema only through alembic revisions (never through schema.sql)."""
     from sqlalchemy import create_engine
     from sqlalchemy.pool import NullPool
@@ -50,7 +50,7 @@ def _replay_chain(dsn: str, target: str = "head") -> None:
         connection.exec_driver_sql("CREATE SCHEMA IF NOT EXISTS pgmem")
         config = _alembic_config()
         config.attributes["connection"] = connection
-        command.upgrade(config, target)
+        command.upgrade(config, revision)
     engine.dispose()
 
 
@@ -133,3 +133,21 @@ def test_upgrading_to_0004_closes_what_older_versions_left_open(
         assert conn.execute("SELECT count(*) FROM pgmem.pack_log WHERE pack_id = %s", (pack.pack_id,)).fetchone() == (
             0,
         )
+
+
+def test_0005_stops_on_a_store_with_two_notes_on_one_span(fresh_database: str, hashing: Any) -> None:
+    _replay_chain(fresh_database, "0003")
+    with psycopg.connect(fresh_database, autocommit=True) as conn:
+        span = pgmem.Span(document_id="d", text="old text", start=0, end=8, family="f")
+        first = pgmem.ingest(conn, [span], embedder=hashing).note_ids[0]
+        # Before 0005 a corrected text on the same span became a second note.
+        conn.execute(
+            "INSERT INTO pgmem.notes (namespace, note_id, document_id, span_start, span_end, text, family, role,"
+            " confidence, model_id, embedding) SELECT namespace, gen_random_uuid(), document_id, span_start,"
+            " span_end, 'new text', family, role, confidence, model_id, embedding FROM pgmem.notes"
+        )
+        with pytest.raises(pgmem.DatabaseError, match="1 document span"):
+            pgmem.migrate(fresh_database)
+        pgmem.forget(conn, namespace="default", note_ids=[first], reason="superseded before 0005")
+        assert pgmem.migrate(fresh_database) == head_revision()
+        assert conn.execute("SELECT text FROM pgmem.notes").fetchall() == [("new text",)]

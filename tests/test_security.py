@@ -13,6 +13,11 @@ import pgmem
 from pgmem.embeddings import HashingEmbedder
 
 
+def _login(dsn: str, role: str, namespace: str | None) -> psycopg.Connection[Any]:
+    """A connection logged in as ``role`` itself (so session_user is the role)."""
+    return pgmem.connect(psycopg.conninfo.make_conninfo(dsn, user=role), namespace=namespace, migrate=False)
+
+
 def _visible(conn: psycopg.Connection[Any]) -> set[str]:
     return {row[0] for row in conn.execute("SELECT text FROM pgmem.notes")}
 
@@ -153,3 +158,205 @@ def test_feedback_needs_a_writer_and_stays_in_its_namespace(
             pgmem.reset_feedback(writer, namespace="a")
         assert writer.execute("SELECT count(*) FROM pgmem.family_reliability").fetchone() == (1,)
     assert tenants.execute("SELECT namespace, family FROM pgmem.family_reliability").fetchall() == [("a", "fa")]
+
+
+ALPHA = "Alpha tenant secret: the launch code is 1234."
+CORRECTED = "Alpha tenant secret: the launch code is 4321."
+
+
+def test_a_writer_supersedes_in_its_namespace_audited(
+    dsn: str, tenants: Any, roles: dict[str, str], hashing: HashingEmbedder
+) -> None:
+    old = str(tenants.execute("SELECT note_id FROM pgmem.notes WHERE namespace = 'a'").fetchone()[0])
+    corrected = make_spans([CORRECTED], family="fa")
+    with _login(dsn, roles["writer"], "a") as writer:
+        with pytest.raises(pgmem.InputError, match=r"span 0 \(document 'doc', bytes 0-45\).*different text"):
+            pgmem.ingest(writer, corrected, namespace="a", embedder=hashing)
+        result = pgmem.supersede(writer, corrected, namespace="a", reason="typo in the code", embedder=hashing)
+        assert (result.inserted, result.superseded) == (1, (old,))
+        assert _visible(writer) == {CORRECTED}
+        audit = writer.execute(
+            "SELECT namespace, old_note_id::text, new_note_id::text, document_id, span_start, span_end, reason,"
+            " requested_by FROM pgmem.supersede_audit"
+        ).fetchall()
+        assert audit == [("a", old, result.note_ids[0], "doc", 0, 45, "typo in the code", roles["writer"])]
+        # Superseding again with the same spans changes nothing.
+        assert pgmem.supersede(writer, corrected, namespace="a", reason="again", embedder=hashing).superseded == ()
+        assert pgmem.pack(writer, "launch code", namespace="a", embedder=hashing).items[0].text == CORRECTED
+        # A family-only correction keeps the note id (it hashes span and text) and is audited too.
+        relabelled = make_spans([CORRECTED], family="fa-verified")
+        again = pgmem.supersede(writer, relabelled, namespace="a", reason="source verified", embedder=hashing)
+        assert again.superseded == result.note_ids and again.note_ids == result.note_ids
+        assert writer.execute("SELECT family FROM pgmem.notes").fetchall() == [("fa-verified",)]
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            writer.execute("DELETE FROM pgmem.notes")
+    stats_are_consistent(tenants)
+    assert tenants.execute("SELECT count(*) FROM pgmem.supersede_audit").fetchone() == (2,)
+
+
+def test_supersede_needs_a_writer_of_that_namespace(
+    dsn: str, tenants: Any, roles: dict[str, str], hashing: HashingEmbedder
+) -> None:
+    beta = make_spans(["Beta tenant secret: the vault code is 0000."], family="fb")
+    with _as(dsn, roles["reader"], "a") as reader, pytest.raises(pgmem.DatabaseError, match="permission denied"):
+        pgmem.supersede(reader, make_spans([CORRECTED], family="fa"), namespace="a", reason="r", embedder=hashing)
+    with _as(dsn, roles["writer"], "a") as writer:
+        # 'b' is invisible to the writer: its note is not even found, and writing there is refused.
+        with pytest.raises(pgmem.DatabaseError, match="row-level security"):
+            pgmem.supersede(writer, beta, namespace="b", reason="hostile", embedder=hashing)
+        with pytest.raises(pgmem.InputError, match="reason must be a non-empty string"):
+            pgmem.supersede(writer, beta, namespace="a", reason=" ", embedder=hashing)
+    assert tenants.execute("SELECT text FROM pgmem.notes WHERE namespace = 'b'").fetchall() == [
+        ("Beta tenant secret: the vault code is 9876.",)
+    ]
+    assert tenants.execute("SELECT count(*) FROM pgmem.supersede_audit").fetchone() == (0,)
+
+
+def test_the_request_path_deletes_nothing_a_writer_may_not_replace(
+    dsn: str, tenants: Any, roles: dict[str, str]
+) -> None:
+    ids = {
+        ns: str(tenants.execute("SELECT note_id FROM pgmem.notes WHERE namespace = %s", (ns,)).fetchone()[0])
+        for ns in ("a", "b")
+    }
+    request = (
+        "INSERT INTO pgmem.supersede_audit (namespace, old_note_id, new_note_id, document_id, span_start, span_end,"
+        " reason) VALUES (%s, %s, gen_random_uuid(), 'doc', 0, %s, 'raw')"
+    )
+    with _login(dsn, roles["writer"], "a") as writer:
+        # Another namespace's note: under this namespace, or naming the other namespace.
+        for namespace in ("a", "b"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+                writer.execute(request, (namespace, ids["b"], 44))
+        # Its own note, on a span it is not on.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            writer.execute(request, ("a", ids["a"], 44))
+        # Who and when are not the caller's to say.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied"):
+            writer.execute(
+                "INSERT INTO pgmem.supersede_audit (namespace, old_note_id, new_note_id, document_id, span_start,"
+                " span_end, reason, requested_by) VALUES ('a', %s, gen_random_uuid(), 'doc', 0, 45, 'r', 'someone')",
+                (ids["a"],),
+            )
+        # A visible note, requested without its replacement: erasure is not a writer's, refused at commit.
+        with pytest.raises(psycopg.Error, match=r"its replacement .* is not on span doc\[0:45\]") as caught:
+            writer.execute(request, ("a", ids["a"], 45))
+        assert caught.value.sqlstate == "PM005"
+        writer.execute("SET pgmem.forget_in_progress = 'on'")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            writer.execute("DELETE FROM pgmem.notes")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            writer.execute("UPDATE pgmem.notes SET family = 'x'")
+    assert tenants.execute("SELECT count(*) FROM pgmem.notes").fetchone() == (2,)
+    assert tenants.execute("SELECT count(*) FROM pgmem.supersede_audit").fetchone() == (0,)
+    stats_are_consistent(tenants)
+
+
+def test_supersede_audit_is_read_per_namespace(
+    dsn: str, tenants: Any, roles: dict[str, str], hashing: HashingEmbedder
+) -> None:
+    pgmem.supersede(tenants, make_spans([CORRECTED], family="fa"), namespace="a", reason="fix", embedder=hashing)
+    pgmem.supersede(
+        tenants, make_spans(["Beta tenant secret: the vault code is 0000."], family="fb"), namespace="b",
+        reason="fix", embedder=hashing,
+    )  # fmt: skip
+    with _as(dsn, roles["reader"], "a") as reader:
+        assert reader.execute("SELECT namespace FROM pgmem.supersede_audit").fetchall() == [("a",)]
+    with _as(dsn, roles["admin"], None) as admin:
+        assert admin.execute("SELECT count(*) FROM pgmem.supersede_audit").fetchone() == (2,)
+    with _as(dsn, roles["stranger"], "a") as stranger, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        stranger.execute("SELECT count(*) FROM pgmem.supersede_audit")
+
+
+def test_a_writer_cannot_store_rows_that_lie_about_themselves(
+    dsn: str, tenants: Any, roles: dict[str, str], hashing: HashingEmbedder
+) -> None:
+    note = (
+        "INSERT INTO pgmem.notes (namespace, note_id, document_id, span_start, span_end, text, family, role,"
+        " confidence, model_id, embedding{extra})"
+        " SELECT 'a', gen_random_uuid(), 'raw', 100, 100 + %s, %s, 'fa', 'fact', 0.5, {model}, embedding{value}"
+        " FROM pgmem.notes WHERE namespace = 'a'"
+    )
+    with _login(dsn, roles["writer"], "a") as writer:
+        # Offsets that do not cover the text's UTF-8 bytes (5 characters, 6 bytes).
+        with pytest.raises(psycopg.errors.CheckViolation, match="notes_span_length"):
+            writer.execute(note.format(extra="", model="model_id", value=""), (5, "caf\u00e9!"))
+        # A model other than the namespace's (registered by the owner: writers register
+        # none): stage one would never read the note.
+        other = tenants.execute(
+            "INSERT INTO pgmem.embedding_models (name, dimension) VALUES ('other-model', 384) RETURNING model_id"
+        ).fetchone()[0]
+        with pytest.raises(psycopg.errors.ForeignKeyViolation, match="notes_namespace_model"):
+            writer.execute(note.format(extra="", model=other, value=""), (6, "caf\u00e9!"))
+        # Write time, running statistics and who gave feedback come from the database.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            writer.execute(
+                note.format(extra=", created_at", model="model_id", value=", '2001-01-01'"), (6, "caf\u00e9!")
+            )
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            writer.execute("INSERT INTO pgmem.namespaces (namespace, model_id, note_count) VALUES ('a2', 1, 1e9)")
+        target = writer.execute("SELECT note_id FROM pgmem.notes").fetchone()[0]
+        feedback = (
+            "INSERT INTO pgmem.feedback (namespace, note_id, family, helpful, weight{extra})"
+            " VALUES ('a', %s, %s, true, 1000{value})"
+        )
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            writer.execute(feedback.format(extra=", given_by", value=", 'someone'"), (target, "fa"))
+        # Feedback credits the note's own family, on a note the writer can see.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            writer.execute(feedback.format(extra="", value=""), (target, "fb"))
+        hidden = tenants.execute("SELECT note_id FROM pgmem.notes WHERE namespace = 'b'").fetchone()[0]
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            writer.execute(feedback.format(extra="", value=""), (hidden, "fa"))
+        # The honest forms still work.
+        writer.execute(note.format(extra="", model="model_id", value=""), (6, "caf\u00e9!"))
+        writer.execute(feedback.format(extra="", value=""), (target, "fa"))
+        # Links may name any id (they dangle after forget by design), but reads follow
+        # them inside the session's namespace only: a link into 'b' pulls nothing in.
+        writer.execute(
+            "INSERT INTO pgmem.notes (namespace, note_id, document_id, span_start, span_end, text, family, role,"
+            " confidence, model_id, embedding, links) SELECT 'a', gen_random_uuid(), 'raw', 0, 12, 'launch plans',"
+            " 'fa', 'fact', 0.5, model_id, embedding, ARRAY[%s::uuid] FROM pgmem.notes WHERE note_id = %s",
+            (hidden, target),
+        )
+        texts = {i.text for i in pgmem.pack(writer, "launch plans vault", namespace="a", embedder=hashing).items}
+        assert texts and not any("Beta" in text for text in texts)
+    # A vector of another dimension than its model's, even for a model and a namespace
+    # bound by hand (no register_namespace_v1): the model's HNSW index exists at once.
+    tenants.execute("SELECT pgmem.grant_namespace_v1(%s, 'fresh')", (roles["writer"],))
+    tiny = tenants.execute(
+        "INSERT INTO pgmem.embedding_models (name, dimension) VALUES ('tiny', 3) RETURNING model_id"
+    ).fetchone()[0]
+    with _login(dsn, roles["writer"], "fresh") as writer:
+        writer.execute("INSERT INTO pgmem.namespaces (namespace, model_id) VALUES ('fresh', %s)", (tiny,))
+        with pytest.raises(psycopg.errors.DataException, match="expected 3 dimensions, not 5"):
+            writer.execute(
+                "INSERT INTO pgmem.notes (namespace, note_id, document_id, span_start, span_end, text, family, role,"
+                " confidence, model_id, embedding) VALUES ('fresh', gen_random_uuid(), 'raw', 0, 3, 'abc', 'f',"
+                " 'fact', 0.5, %s, '[1, 2, 3, 4, 5]')",
+                (tiny,),
+            )
+    assert tenants.execute("SELECT count(*) FROM pgmem.notes WHERE namespace = 'a'").fetchone() == (3,)
+    stats_are_consistent(tenants)
+
+
+def test_an_admin_supersedes_in_the_namespace_its_session_selects(
+    dsn: str, tenants: Any, roles: dict[str, str], hashing: HashingEmbedder
+) -> None:
+    corrected = make_spans(["Beta tenant secret: the vault code is 0000."], family="fb")
+    with _login(dsn, roles["admin"], None) as admin, pytest.raises(pgmem.DatabaseError, match="row-level security"):
+        pgmem.supersede(admin, corrected, namespace="b", reason="no session namespace", embedder=hashing)
+    with _login(dsn, roles["admin"], "b") as admin:
+        assert len(pgmem.supersede(admin, corrected, namespace="b", reason="fix", embedder=hashing).superseded) == 1
+    with _login(dsn, roles["reader"], "a") as reader:
+        old = reader.execute("SELECT note_id FROM pgmem.notes").fetchone()[0]
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied"):
+            reader.execute(
+                "INSERT INTO pgmem.supersede_audit (namespace, old_note_id, new_note_id, document_id, span_start,"
+                " span_end, reason) VALUES ('a', %s, gen_random_uuid(), 'doc', 0, 45, 'r')",
+                (old,),
+            )
+    assert tenants.execute("SELECT namespace, requested_by FROM pgmem.supersede_audit").fetchall() == [
+        ("b", roles["admin"])
+    ]
+    stats_are_consistent(tenants)

@@ -24,6 +24,19 @@ NOTE_IMMUTABLE = "PM001"
 EMBEDDING_MISMATCH = "PM002"
 UNKNOWN_NOTE = "PM003"
 MODEL_NOT_REGISTERED = "PM004"
+SUPERSEDE_UNREPLACED = "PM005"
+
+#: Constraints of pgmem's tables that a caller's data (or raw SQL) can violate, and
+#: the rule each one states.
+CONSTRAINT_RULES = {
+    "notes_span": (
+        "one note per document span: another note already holds this span of the document"
+        " (re-ingest never replaces a note; pgmem.supersede does, audited)"
+    ),
+    "notes_pkey": "a note with this note id already exists in the namespace",
+    "notes_span_length": "a note's span_end - span_start must equal the UTF-8 byte length of its text",
+    "notes_namespace_model": "a note's model_id must be the embedding model its namespace is bound to",
+}
 
 
 @contextmanager
@@ -81,8 +94,14 @@ def translate(exc: psycopg.Error, action: str) -> PgmemError:
     if state == MODEL_NOT_REGISTERED:
         hint = (exc.diag.message_hint or "").strip()
         return ConfigurationError(f"{action}: {message}" + (f". {hint}" if hint else ""))
-    if state in (NOTE_IMMUTABLE, UNKNOWN_NOTE, "22023"):
+    if state in (NOTE_IMMUTABLE, UNKNOWN_NOTE, SUPERSEDE_UNREPLACED, "22023"):
         return InputError(f"{action}: {message}")
+    rule = CONSTRAINT_RULES.get(exc.diag.constraint_name or "")
+    if rule is not None and isinstance(exc, pg_errors.IntegrityError):
+        # Only a unique key's detail is quoted: it names the span, not the row's content.
+        # (PostgreSQL leaves it out for roles under row-level security.)
+        detail = exc.diag.message_detail if isinstance(exc, pg_errors.UniqueViolation) else None
+        return InputError(f"{action}: {rule}" + (f" ({detail.rstrip('.')})" if detail else ""))
     missing = (
         pg_errors.UndefinedTable,
         pg_errors.UndefinedFunction,

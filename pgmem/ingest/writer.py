@@ -1,14 +1,25 @@
-"""Span → immutable note: validate, enrich, embed, link, then write in one transaction."""
+"""Span → immutable note: validate, enrich, embed, link, then write in one transaction.
+
+One document span holds one note. Re-ingesting a span with exactly what is stored is a
+no-op; with other text or other caller-given fields it is refused (InputError naming
+the span and the fields), unless the caller supersedes it (audited, in
+``pgmem.supersede_audit``).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 import psycopg
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from pgmem.db.errors import database_errors
@@ -31,33 +42,128 @@ RARE_KEY_NOTES = 5
 MAX_KEY_LINKS = 3
 #: Entities weaker than this are not used to link notes.
 LINK_ENTITY_CONFIDENCE = 0.6
+#: Longest supersede reason kept in the audit table.
+MAX_REASON_CHARS = 1_000
+#: Conflicting spans named in one error message (the count of the rest follows).
+NAMED_CONFLICTS = 5
 
 
 @dataclass(frozen=True)
 class IngestResult:
-    """What an ingest call did: note ids in input order, and how many were new."""
+    """What an ingest call did: note ids in input order, and how many were new.
+
+    ``superseded`` lists the note ids a :func:`pgmem.supersede` call replaced (empty
+    for :func:`pgmem.ingest`).
+    """
 
     note_ids: tuple[str, ...]
     inserted: int
     skipped: int
+    superseded: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StoredNote:
+    """The note stored on a span, as re-ingest compares it (its text as a digest)."""
+
+    document_id: str
+    span_start: int
+    span_end: int
+    note_id: str
+    text_sha256: bytes
+    family: str
+    source_ts: datetime | None
+    metadata: Any
+    external_id: str | None
+    context: str
+    role: str
+    confidence: float
+
+
+SpanKey = tuple[str, int, int]
+
+
+def _key(item: ValidSpan) -> SpanKey:
+    return (item.span.document_id, item.span.start, item.span.end)
+
+
+def _where(item: ValidSpan) -> str:
+    return f"span {item.index} (document {item.span.document_id!r}, bytes {item.span.start}-{item.span.end})"
 
 
 def _dedupe(valid: list[ValidSpan]) -> list[ValidSpan]:
-    """Drop exact repeats of a span; refuse one note id carried by different content."""
-    seen: dict[str, ValidSpan] = {}
+    """Drop exact repeats of a span; refuse one document span given twice with different content."""
+    seen: dict[SpanKey, ValidSpan] = {}
     unique: list[ValidSpan] = []
     for item in valid:
-        first = seen.get(item.note_id)
+        first = seen.get(_key(item))
         if first is None:
-            seen[item.note_id] = item
+            seen[_key(item)] = item
             unique.append(item)
-        elif first.span != item.span:
+        elif first.note_id != item.note_id:
             raise InputError(
-                f"span {item.index} has the same note id as span {first.index} (same namespace,"
-                " document, offsets and text) but different family, role, confidence, context,"
-                " source_ts, external_id or metadata; a note is written once"
+                f"{_where(item)} covers the same document span as span {first.index} with different text;"
+                " a span holds one note"
+            )
+        elif first.span != item.span:
+            fields = [
+                f.name for f in dataclasses.fields(Span) if getattr(first.span, f.name) != getattr(item.span, f.name)
+            ]
+            raise InputError(
+                f"span {item.index} has the same note id as span {first.index} (same namespace, document,"
+                f" offsets and text) but a different {', '.join(fields)}; a note is written once"
             )
     return unique
+
+
+def _float32(value: float) -> float:
+    return float(np.float32(value))
+
+
+def _differences(item: ValidSpan, stored: StoredNote) -> list[str]:
+    """The fields in which a span differs from the note stored on its span.
+
+    Text, family, source_ts, metadata and external_id always count; role, confidence
+    and context only when the caller gave them (derived values are not compared).
+    """
+    span = item.span
+    given = {
+        "text": hashlib.sha256(span.text.encode("utf-8")).digest() == bytes(stored.text_sha256),
+        "family": span.family == stored.family,
+        "source_ts": item.source_ts == stored.source_ts,
+        # As the database holds it: JSON round-trips tuples to lists, numbers exactly.
+        "metadata": json.loads(json.dumps(dict(item.metadata))) == stored.metadata,
+        "external_id": span.external_id == stored.external_id,
+        "context": span.context is None or span.context == stored.context,
+        "role": span.role is None or span.role == stored.role,
+        # real in the database: compare at single precision.
+        "confidence": span.confidence is None or _float32(span.confidence) == _float32(stored.confidence),
+    }
+    return [name for name, same in given.items() if not same]
+
+
+def _stored_notes(
+    conn: psycopg.Connection[Any], namespace: str, items: Sequence[ValidSpan]
+) -> dict[SpanKey, StoredNote]:
+    """The notes stored on the spans of ``items``, by span (one statement)."""
+    arguments = {
+        "namespace": namespace,
+        "document_ids": [i.span.document_id for i in items],
+        "starts": [i.span.start for i in items],
+        "ends": [i.span.end for i in items],
+    }
+    with conn.cursor(row_factory=class_row(StoredNote)) as cursor:
+        rows = cursor.execute(query("stored_spans"), arguments).fetchall()
+    return {(r.document_id, r.span_start, r.span_end): r for r in rows}
+
+
+def _refusal(action: str, conflicts: list[str]) -> InputError:
+    named = "; ".join(conflicts[:NAMED_CONFLICTS])
+    more = f"; and {len(conflicts) - NAMED_CONFLICTS} more" if len(conflicts) > NAMED_CONFLICTS else ""
+    return InputError(
+        f"{action}: {len(conflicts)} span(s) refused, nothing written: {named}{more}. Re-ingest never changes a"
+        " stored note; replace it with pgmem.supersede(conn, spans, namespace=..., reason=...) (audited)"
+    )
 
 
 def _checked(item: ValidSpan, facets: Enrichment) -> Enrichment:
@@ -85,13 +191,17 @@ def _checked(item: ValidSpan, facets: Enrichment) -> Enrichment:
     return facets
 
 
-def _local_links(conn: psycopg.Connection[Any], namespace: str, batch: list[ValidSpan]) -> dict[str, list[str]]:
-    """Previous and next span of the same document, among the batch and the store."""
+def _local_links(
+    conn: psycopg.Connection[Any], namespace: str, batch: list[ValidSpan], gone: set[str]
+) -> dict[str, list[str]]:
+    """Previous and next span of the same document, among the batch and the store
+    (except the notes in ``gone``, which the batch replaces)."""
     documents = sorted({v.span.document_id for v in batch})
     positions: dict[str, dict[str, int]] = {doc: {} for doc in documents}
     rows = conn.execute(query("document_neighbours"), {"namespace": namespace, "document_ids": documents})
     for document_id, start, existing_id in rows:
-        positions[document_id][str(existing_id)] = start
+        if str(existing_id) not in gone:
+            positions[document_id][str(existing_id)] = start
     for item in batch:
         positions[item.span.document_id][item.note_id] = item.span.start
     links: dict[str, list[str]] = {}
@@ -109,9 +219,10 @@ def _link_keys(facets: Enrichment) -> set[tuple[str, str]]:
 
 
 def _shared_key_links(
-    conn: psycopg.Connection[Any], namespace: str, batch: list[ValidSpan], facets: list[Enrichment]
+    conn: psycopg.Connection[Any], namespace: str, batch: list[ValidSpan], facets: list[Enrichment], gone: set[str]
 ) -> dict[str, list[str]]:
-    """Notes of the namespace (stored or in the batch) sharing a rare handle or entity."""
+    """Notes of the namespace (stored or in the batch, not in ``gone``) sharing a rare
+    handle or entity."""
     keys_of = {item.note_id: _link_keys(facet) for item, facet in zip(batch, facets, strict=True)}
     holders: dict[tuple[str, str], set[str]] = {}
     for note_id, keys in keys_of.items():
@@ -123,7 +234,8 @@ def _shared_key_links(
             continue
         rows = conn.execute(query(statement), {"namespace": namespace, "keys": wanted, "limit": RARE_KEY_NOTES + 1})
         for key, note_id in rows:
-            holders[(kind, key)].add(str(note_id))
+            if str(note_id) not in gone:
+                holders[(kind, key)].add(str(note_id))
     links: dict[str, list[str]] = {}
     for note_id, keys in keys_of.items():
         partners = set()
@@ -179,7 +291,35 @@ def _row(
     )
 
 
-def ingest(
+def check_reason(reason: object) -> str:
+    """A supersede reason as the audit table keeps it, else InputError."""
+    if not isinstance(reason, str) or not reason.strip() or "\x00" in reason:
+        raise InputError("supersede: reason must be a non-empty string without NUL characters")
+    if len(reason) > MAX_REASON_CHARS:
+        raise InputError(f"supersede: reason must be at most {MAX_REASON_CHARS} characters, got {len(reason)}")
+    return reason
+
+
+def _verify_skipped(conn: psycopg.Connection[Any], namespace: str, action: str, skipped: list[ValidSpan]) -> None:
+    """Spans the insert skipped were taken by a concurrent writer: they must now hold
+    exactly what was given, else the batch is refused like any conflict."""
+    if not skipped:
+        return
+    stored = _stored_notes(conn, namespace, skipped)
+    conflicts = []
+    for item in skipped:
+        note = stored.get(_key(item))
+        if note is None:
+            conflicts.append(f"{_where(item)}: its note id {item.note_id} is already taken by a note on another span")
+        elif fields := _differences(item, note):
+            conflicts.append(
+                f"{_where(item)}: note {note.note_id} with a different {', '.join(fields)} was written concurrently"
+            )
+    if conflicts:
+        raise _refusal(action, conflicts)
+
+
+def write(
     conn: psycopg.Connection[Any],
     spans: Iterable[Span],
     *,
@@ -187,28 +327,46 @@ def ingest(
     embedder: Embedder,
     enricher: Enricher | None = None,
     progress: Callable[[int], None] | None = None,
+    supersede_reason: str | None = None,
 ) -> IngestResult:
     """Write spans as immutable notes; the whole batch is one transaction.
 
-    See :func:`pgmem.ingest` for the public documentation.
+    With ``supersede_reason`` a span whose stored note differs replaces it (one
+    audited request per note); without, such a span refuses the batch. See
+    :func:`pgmem.ingest` and :func:`pgmem.supersede` for the public documentation.
     """
+    action = "ingest" if supersede_reason is None else "supersede"
     check_namespace(namespace)
+    if supersede_reason is not None:
+        check_reason(supersede_reason)
     batch = list(spans)
     checked = [validate_span(i, span, namespace) for i, span in enumerate(batch)]
     valid = _dedupe(checked)
     if not valid:
         return IngestResult((), 0, 0)
-    with database_errors("ingest"):
-        # Notes already stored are skipped before the expensive part (enrich, embed):
-        # re-ingesting a corpus costs one indexed lookup, not a re-embedding.
-        stored = {
-            str(row[0])
-            for row in conn.execute(
-                query("existing_note_ids"),
-                {"namespace": namespace, "note_ids": [v.note_id for v in valid]},
+    with database_errors(action):
+        # Spans already stored are decided before the expensive part (enrich, embed):
+        # re-ingesting a corpus costs one indexed lookup per span, not a re-embedding.
+        stored = _stored_notes(conn, namespace, valid)
+    fresh: list[ValidSpan] = []
+    replaced: dict[str, StoredNote] = {}
+    conflicts: list[str] = []
+    for item in valid:
+        note = stored.get(_key(item))
+        fields = [] if note is None else _differences(item, note)
+        if note is not None and not fields:
+            continue  # exactly what is stored: a no-op
+        if note is not None and supersede_reason is None:
+            conflicts.append(
+                f"{_where(item)}: namespace {namespace!r} holds note {note.note_id}"
+                f" with a different {', '.join(fields)}"
             )
-        }
-    fresh = [v for v in valid if v.note_id not in stored]
+            continue
+        if note is not None:
+            replaced[item.note_id] = note
+        fresh.append(item)
+    if conflicts:
+        raise _refusal(action, conflicts)
     if not fresh:
         return IngestResult(note_ids=tuple(v.note_id for v in checked), inserted=0, skipped=len(valid))
     enricher = enricher or RuleEnricher()
@@ -235,13 +393,15 @@ def ingest(
         if progress is not None:
             progress(len(chunks[-1]))
     vectors = np.concatenate(chunks)
+    # Notes being replaced are no neighbours or link partners of their replacements.
+    gone = {note.note_id for note in replaced.values()} - {v.note_id for v in fresh}
 
-    with database_errors("ingest"):
+    with database_errors(action):
         # A read first: on a non-autocommit connection it opens the caller's transaction,
         # so the block below becomes a savepoint inside it and the commit stays theirs.
         # On an autocommit connection the block is the batch's own transaction.
-        links = _local_links(conn, namespace, fresh)
-        for note_id, partners in _shared_key_links(conn, namespace, fresh, facets).items():
+        links = _local_links(conn, namespace, fresh, gone)
+        for note_id, partners in _shared_key_links(conn, namespace, fresh, facets, gone).items():
             links[note_id] = links[note_id] + [p for p in partners if p not in links[note_id]]
         with conn.transaction():
             model_row = conn.execute(
@@ -251,10 +411,30 @@ def ingest(
             if model_row is None:
                 raise SchemaError("pgmem.register_namespace_v1 returned no model id")
             model_id = int(model_row[0])
+            if replaced:
+                requests = [(new_id, note) for new_id, note in replaced.items()]
+                conn.execute(
+                    query("request_supersede"),
+                    {
+                        "namespace": namespace,
+                        "reason": supersede_reason,
+                        "old_note_ids": [note.note_id for _, note in requests],
+                        "new_note_ids": [new_id for new_id, _ in requests],
+                        "document_ids": [note.document_id for _, note in requests],
+                        "starts": [note.span_start for _, note in requests],
+                        "ends": [note.span_end for _, note in requests],
+                    },
+                )
             conn.execute(query("create_staging"))
             with conn.cursor().copy(query("copy_staging")) as copy:
                 for item, facet, vector in zip(fresh, facets, vectors, strict=True):
                     copy.write_row(_row(namespace, model_id, item, facet, vector, links[item.note_id]))
-            inserted = conn.execute(query("insert_from_staging")).rowcount
+            written = {str(row[0]) for row in conn.execute(query("insert_from_staging"))}
+            _verify_skipped(conn, namespace, action, [v for v in fresh if v.note_id not in written])
             conn.execute(query("drop_staging"))
-    return IngestResult(note_ids=tuple(v.note_id for v in checked), inserted=inserted, skipped=len(valid) - inserted)
+    return IngestResult(
+        note_ids=tuple(v.note_id for v in checked),
+        inserted=len(written),
+        skipped=len(valid) - len(written),
+        superseded=tuple(note.note_id for note in replaced.values()),
+    )
