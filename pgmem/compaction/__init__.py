@@ -2,3 +2,7 @@
 summary, rebuild) and what happened (telemetry in ``pgmem.compaction_events``)."""
 
 from __future__ import annotations
+
+from pgmem.compaction.chat import ChatModel, ChatResult, OpenAIChat
+
+__all__ = ["ChatModel", "ChatResult", "OpenAIChat"]
