@@ -133,3 +133,9 @@ VALUES (%(namespace)s, %(trajectory_id)s, %(generation)s, %(round)s, %(kind)s, %
         %(tokens_before)s, %(tokens_after)s, %(probe_prompt_tokens)s, %(probe_completion_tokens)s,
         %(summary_prompt_tokens)s, %(summary_completion_tokens)s, %(latency_ms)s, %(model)s, %(archived)s,
         %(summary_note_id)s, %(citations)s);
+
+-- name: notes_of_documents --
+-- The note ids of archived messages, by document id (eval-compaction's completeness check).
+SELECT document_id, note_id FROM pgmem.notes
+WHERE namespace = %(namespace)s AND document_id = ANY (%(document_ids)s::text[])
+ORDER BY document_id, span_start;

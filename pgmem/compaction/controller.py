@@ -37,6 +37,7 @@ from pgmem.db.errors import database_errors
 from pgmem.db.queries import query
 from pgmem.embeddings import Embedder
 from pgmem.errors import ConfigurationError, InputError
+from pgmem.types import PackItem
 from pgmem.validate import check_namespace, whole
 
 POLICIES = ("rubric", "fixed", "delete_all", "keep_last", "free_tool", "none")
@@ -285,18 +286,37 @@ class Compactor:
         return self._compact(live, reason, self.counter.messages(live))
 
     def recall(
-        self, note_ids: Sequence[str] | None = None, query: str | None = None, limit: int = 5
+        self,
+        note_ids: Sequence[str] | None = None,
+        query: str | None = None,
+        limit: int = 5,
+        token_budget: int | None = None,
     ) -> list[RecalledNote]:
-        """Reopen archived notes by id (full or a ``[#ref]`` citation) and/or by query."""
+        """Reopen archived notes by id (full or a ``[#ref]`` citation) and/or by query.
+
+        A query is answered with :func:`pgmem.pack` over the namespace: at most ``limit``
+        notes (1-50) and, if given, ``token_budget`` tokens.
+        """
         if not note_ids and not query:
             raise InputError("recall needs note_ids or a query")
         whole("limit", limit, 1, 50)
         found = fetch_notes(self.conn, self.namespace, [self._refs.get(i.strip("[]#"), i) for i in note_ids or ()])
         if query:
-            items = pack(self.conn, query, namespace=self.namespace, budget=limit, embedder=self.embedder).items
+            items = pack(
+                self.conn,
+                query,
+                namespace=self.namespace,
+                budget=limit,
+                token_budget=token_budget,
+                embedder=self.embedder,
+            ).items
             seen = {n.note_id for n in found}
             found += [RecalledNote(i.note_id, i.text, i.family, i.context, {}) for i in items if i.note_id not in seen]
         return found
+
+    def render(self, notes: Sequence[RecalledNote | PackItem]) -> str:
+        """Notes as the agent sees them: ``[#ref] (family) text``, one per line."""
+        return "\n".join(f"[#{ref_of(n.note_id, self._refs)}] ({n.family}) {n.text}" for n in notes)
 
     def handle_tool_call(self, tool_call: Mapping[str, Any]) -> Message:
         """The ``tool`` message answering one of :attr:`tools`' calls (``recall`` or ``compact_context``)."""
@@ -308,8 +328,7 @@ class Compactor:
             raise InputError(f"tool call arguments must be JSON, got {function.get('arguments')!r}") from exc
         if name == "recall":
             notes = self.recall(note_ids=arguments.get("note_ids"), query=arguments.get("query"))
-            content = "\n".join(f"[#{ref_of(n.note_id, self._refs)}] ({n.family}) {n.text}" for n in notes)
-            content = content or "No archived note matches."
+            content = self.render(notes) or "No archived note matches."
         elif name == COMPACT_TOOL_NAME:
             content = "The context will be compacted after this round."
         else:
@@ -499,7 +518,7 @@ class Compactor:
             token_budget=self.pack_token_budget,
             embedder=self.embedder,
         ).items
-        return "\n".join(f"[#{ref_of(i.note_id, self._refs)}] ({i.family}) {i.text}" for i in items)
+        return self.render(items)
 
     def _rebuild(
         self, prefix: list[Message], summary: str | None, evidence: str | None, kept: list[Message]

@@ -242,10 +242,14 @@ REASONING_RUBRIC = Rubric(
 RUBRICS: Mapping[str, Rubric] = {SEARCH_RUBRIC.name: SEARCH_RUBRIC, REASONING_RUBRIC.name: REASONING_RUBRIC}
 
 
+#: First line of every probe (how a stand-in model tells a probe from a summary request).
+PROBE_OPENING = "Pause the task. Decide whether the conversation so far should be compacted now."
+
+
 def build_probe(rubric: Rubric) -> str:
     """The probe message appended to the current prefix (removed again on CONTINUE)."""
     lines = [
-        "Pause the task. Decide whether the conversation so far should be compacted now.",
+        PROBE_OPENING,
         "Answer each question yes or no. For every yes, quote evidence: an exact piece of text",
         "copied from the conversation above. A yes without an exact quote counts as no.",
         "",

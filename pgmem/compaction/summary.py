@@ -20,7 +20,8 @@ OPEN_QUESTIONS = "Open questions:"
 
 _CITATION = re.compile(r"\[#([0-9a-fA-F-]{4,36})\]")
 _SPACED_CITATION = re.compile(r"\s*\[#([0-9a-fA-F-]{4,36})\]")
-_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)", re.MULTILINE)
+# A sentence runs to its end punctuation and takes the citations that follow it.
+_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+(?:[ \t]*\[#[0-9a-fA-F-]{4,36}\])*|$)", re.MULTILINE)
 
 
 def short_refs(note_ids: Iterable[str]) -> dict[str, str]:
@@ -161,3 +162,11 @@ def open_questions(summary: str, limit: int = 3) -> list[str]:
         return []
     questions = [line.strip(" -*•\t") for line in tail.splitlines()]
     return [q for q in questions if q and q.lower() not in {"none", "none."}][:limit]
+
+
+def cite_sentences(text: str, ref: str) -> str:
+    """``text`` with ``[#ref]`` after every sentence (how an extractive summary cites)."""
+    return "".join(
+        f"{m.group(0).rstrip()} [#{ref}]" + m.group(0)[len(m.group(0).rstrip()) :] if m.group(0).strip() else m.group(0)
+        for m in _SENTENCE.finditer(text)
+    ).strip()

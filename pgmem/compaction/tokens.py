@@ -14,6 +14,7 @@ its text; pass other values for a template that differs.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -95,6 +96,8 @@ class TokenCounter:
             tokenizer.no_truncation()
             tokenizer.no_padding()
             self._count_text = lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids)
+        # An agent loop recounts the same messages every round: count each text once.
+        self._count_text = functools.lru_cache(maxsize=65_536)(self._count_text)
 
     def text(self, text: str) -> int:
         """Tokens of plain text (no template overhead)."""
