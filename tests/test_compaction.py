@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from helpers import as_role
 
-from pgmem import ConfigurationError, InputError
+from pgmem import ConfigurationError, InputError, forget
 from pgmem.compaction import ChatResult, Compactor, Gates
 from pgmem.compaction.controller import CONTINUE_TEXT
 from pgmem.compaction.policy import SWITCH_STRATEGY_HINT
@@ -396,3 +396,26 @@ def test_bad_configuration_is_refused(
 ) -> None:
     with pytest.raises(ConfigurationError, match=match):
         make(conn, ScriptedChat([]), hashing, **kwargs)
+
+
+def test_forgetting_a_trajectorys_notes_erases_its_telemetry(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder
+) -> None:
+    kept = make(conn, ScriptedChat([CONTINUE]), hashing)
+    kept.step(MESSAGES)
+    gone = make(conn, ScriptedChat([FIRE, cited_summary]), hashing)
+    gone.step(MESSAGES)
+    ids = [n[0] for n in archived_notes(conn)]
+    forget(conn, namespace="agent-1", note_ids=ids[:1], reason="user asked")
+    assert {e["trajectory_id"] for e in events(conn)} == {kept.trajectory_id}
+
+
+def test_recall_by_query_fits_its_token_budget(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    compactor = make(conn, ScriptedChat([cited_summary]), hashing, policy="none")
+    compactor.compact(MESSAGES)
+    everything = compactor.recall(query="Canberra capital population", limit=10)
+    assert len(everything) >= 2
+    budget = compactor.counter.text(compactor.render(everything[:1]))
+    fitted = compactor.recall(query="Canberra capital population", limit=10, token_budget=budget)
+    assert fitted == everything[:1]
+    assert compactor.counter.text(compactor.render(fitted)) <= budget

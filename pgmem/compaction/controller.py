@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -46,6 +46,7 @@ REASONS = ("rubric", "backstop", "fixed", "tool", "manual")
 Policy = Literal["rubric", "fixed", "delete_all", "keep_last", "free_tool", "none"]
 Rebuild = Literal["pgmem", "reset"]
 Message = dict[str, Any]
+_Note = TypeVar("_Note", RecalledNote, PackItem)
 
 #: Share of the backstop at which the fixed-threshold baselines compact by default.
 DEFAULT_FIXED_SHARE = 0.8
@@ -311,12 +312,35 @@ class Compactor:
                 embedder=self.embedder,
             ).items
             seen = {n.note_id for n in found}
-            found += [RecalledNote(i.note_id, i.text, i.family, i.context, {}) for i in items if i.note_id not in seen]
+            found += self.fit(
+                [RecalledNote(i.note_id, i.text, i.family, i.context, {}) for i in items if i.note_id not in seen],
+                token_budget,
+            )
         return found
 
     def render(self, notes: Sequence[RecalledNote | PackItem]) -> str:
         """Notes as the agent sees them: ``[#ref] (family) text``, one per line."""
-        return "\n".join(f"[#{ref_of(n.note_id, self._refs)}] ({n.family}) {n.text}" for n in notes)
+        return "\n".join(self._line(n) for n in notes)
+
+    def _line(self, note: RecalledNote | PackItem) -> str:
+        return f"[#{ref_of(note.note_id, self._refs)}] ({note.family}) {note.text}"
+
+    def fit(self, notes: Sequence[_Note], token_budget: int | None) -> list[_Note]:
+        """The leading ``notes`` whose rendered lines fit ``token_budget`` tokens.
+
+        A pack's token budget counts note text only; the ref and family shown with each
+        note cost tokens too, and the live context must stay within what was asked.
+        """
+        if token_budget is None:
+            return list(notes)
+        kept: list[_Note] = []
+        used = 0
+        for note in notes:
+            used += self.counter.text(self._line(note))
+            if used > token_budget:
+                break
+            kept.append(note)
+        return kept
 
     def handle_tool_call(self, tool_call: Mapping[str, Any]) -> Message:
         """The ``tool`` message answering one of :attr:`tools`' calls (``recall`` or ``compact_context``)."""
@@ -518,7 +542,7 @@ class Compactor:
             token_budget=self.pack_token_budget,
             embedder=self.embedder,
         ).items
-        return self.render(items)
+        return self.render(self.fit(items, self.pack_token_budget))
 
     def _rebuild(
         self, prefix: list[Message], summary: str | None, evidence: str | None, kept: list[Message]

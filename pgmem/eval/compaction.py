@@ -252,14 +252,17 @@ def replay_conversation(
     pack_namespace = f"{namespace}.pack"
     counter = TokenCounter()
     if PACK_ONLY in config.systems:
+        # Renders and fits packs exactly as the compactor's recall does (no model call).
+        reader = _compactor(conn, "none", "pgmem", max(config.caps), pack_namespace, "pack", embedder)
         for index, (_, session_spans) in enumerate(sessions):
             ingest(conn, session_spans, namespace=pack_namespace, embedder=embedder)
             for cap in config.caps:
                 for q in asked.get(index, []):
-                    items = pack(
+                    packed = pack(
                         conn, q.question, namespace=pack_namespace, budget=50, token_budget=cap, embedder=embedder
                     ).items
-                    context = "\n".join(f"[#{i.note_id[:8]}] ({i.family}) {i.text}" for i in items)
+                    items = reader.fit(packed, cap)
+                    context = reader.render(items)
                     tally = tallies.setdefault((cap, PACK_ONLY), _Tally())
                     hit = {g for g in q.gold if any(i.external_id == g for i in items)}
                     tally.recalls.append(len(hit) / len(q.gold))
