@@ -169,6 +169,7 @@ def test_backstop_bypasses_the_rubric(conn: psycopg.Connection[Any], hashing: Ha
     live = compactor.step(MESSAGES)
     [row] = events(conn)
     assert row["reason"] == "backstop" and len(chat.calls) == 1 and live[-1]["content"] == CONTINUE_TEXT
+    assert row["gates"]["backstop"] == 50 and row["prompt_tokens"] >= 50
 
 
 @pytest.mark.parametrize("policy", ["fixed", "delete_all", "keep_last"])

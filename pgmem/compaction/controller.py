@@ -441,7 +441,8 @@ class Compactor:
             "compaction",
             fired=True,
             reason=reason,
-            gates=gates or {},
+            # A compaction the rubric did not decide records the limits that did.
+            gates=gates or {"backstop": self.backstop, "fixed_threshold": self.fixed_threshold},
             prompt_tokens=tokens_before,
             tokens_before=tokens_before,
             tokens_after=tokens_after,
