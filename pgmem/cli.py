@@ -166,6 +166,34 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _cmd_eval_compaction(args: argparse.Namespace, console: Console) -> int:
+    from pgmem.embeddings import CachedEmbedder, resolve_embedder
+    from pgmem.eval.compaction import (
+        CompactionEvalConfig,
+        render_compaction_markdown,
+        run_compaction_eval,
+        write_compaction_outputs,
+    )
+    from pgmem.eval.datasets import load_dataset
+
+    config = CompactionEvalConfig(
+        caps=tuple(args.caps),
+        systems=tuple(args.systems) if args.systems else CompactionEvalConfig().systems,
+        limit_conversations=args.limit_conversations,
+    )
+    corpus = load_dataset(args.dataset, Path(args.data_dir))
+    # Every cap and system archives the same turns: embed each text once.
+    embedder = CachedEmbedder(resolve_embedder(args.embedder))
+    started = time.perf_counter()
+    with _connection(args) as conn, _progress(console) as progress:
+        task = progress.add_task("replaying", total=None)
+        report = run_compaction_eval(conn, corpus, embedder, config, progress=functools.partial(progress.advance, task))
+    written = write_compaction_outputs(report, Path(args.out))
+    console.print(render_compaction_markdown(report), markup=False, highlight=False)
+    console.print(f"written: {', '.join(map(str, written))} ({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
 def _cmd_growth(args: argparse.Namespace, console: Console) -> int:
     from pgmem.eval.growth import growth_command
 
@@ -238,6 +266,20 @@ def build_parser() -> argparse.ArgumentParser:
     p_eval.add_argument("--seed", type=int, default=0, help="seed of the stress condition")
     p_eval.add_argument("--family-cap", type=int, help="at most this many notes per family in a pack")
 
+    p_compaction = sub.add_parser(
+        "eval-compaction",
+        parents=[common],
+        help="replay LoCoMo as a growing agent context: compaction policies under a live token cap",
+    )
+    p_compaction.add_argument("dataset", help="locomo")
+    p_compaction.add_argument("--data-dir", default="../shared/data", help="folder of the shared datasets")
+    p_compaction.add_argument("--out", default="eval-out/compaction", help="folder for compaction.json/.md/.png")
+    p_compaction.add_argument("--caps", type=int, nargs="+", default=[2000, 4000, 8000], help="live caps (tokens)")
+    p_compaction.add_argument(
+        "--systems", nargs="+", help="none fixed delete_all keep_last rubric rubric+pgmem pack (default all)"
+    )
+    p_compaction.add_argument("--limit-conversations", type=int, help="only the first N conversations")
+
     p_growth = sub.add_parser(
         "eval-growth", parents=[common], help="recall and latency as the store grows (distractor padding)"
     )
@@ -263,6 +305,7 @@ COMMANDS = {
     "demo": _cmd_demo,
     "eval": _cmd_eval,
     "eval-growth": _cmd_growth,
+    "eval-compaction": _cmd_eval_compaction,
 }
 
 

@@ -34,3 +34,7 @@ class EmbeddingMismatchError(EmbeddingError):
 
 class DatabaseError(PgmemError):
     """PostgreSQL refused or failed an operation (wraps the driver error)."""
+
+
+class ChatError(PgmemError):
+    """A chat model call failed (wraps the client error; names the base URL and model)."""

@@ -137,3 +137,30 @@ WHERE n.namespace = %(namespace)s;
 
 -- name: forget --
 SELECT audit_id, notes_removed FROM pgmem.forget_v1(%(namespace)s, %(scope)s, %(selector)s::text[], %(reason)s);
+
+-- name: recall_notes --
+-- Archived notes named by full ids (low = high) or citation-ref prefixes (an id range),
+-- through the primary key; row-level security keeps them to the session's namespace.
+SELECT DISTINCT n.note_id, n.text, n.family, n.context, n.metadata, n.document_id, n.span_start
+FROM unnest(%(lows)s::uuid[], %(highs)s::uuid[]) AS r (low, high)
+JOIN pgmem.notes AS n ON n.namespace = %(namespace)s AND n.note_id BETWEEN r.low AND r.high
+ORDER BY n.document_id, n.span_start, n.note_id;
+
+-- name: log_compaction_event --
+-- One probe or compaction of pgmem.compaction (event id, author and time are defaults).
+INSERT INTO pgmem.compaction_log (namespace, trajectory_id, generation, round, kind, policy, rebuild, reason,
+                                  fired, gates, prompt_tokens, raw_verdict, predicates, tokens_before,
+                                  tokens_after, probe_prompt_tokens, probe_completion_tokens,
+                                  summary_prompt_tokens, summary_completion_tokens, latency_ms, model,
+                                  archived, summary_note_id, citations)
+VALUES (%(namespace)s, %(trajectory_id)s, %(generation)s, %(round)s, %(kind)s, %(policy)s, %(rebuild)s,
+        %(reason)s, %(fired)s, %(gates)s, %(prompt_tokens)s, %(raw_verdict)s, %(predicates)s,
+        %(tokens_before)s, %(tokens_after)s, %(probe_prompt_tokens)s, %(probe_completion_tokens)s,
+        %(summary_prompt_tokens)s, %(summary_completion_tokens)s, %(latency_ms)s, %(model)s, %(archived)s,
+        %(summary_note_id)s, %(citations)s);
+
+-- name: notes_of_documents --
+-- The note ids of archived messages, by document id (eval-compaction's completeness check).
+SELECT document_id, note_id FROM pgmem.notes
+WHERE namespace = %(namespace)s AND document_id = ANY (%(document_ids)s::text[])
+ORDER BY document_id, span_start;

@@ -22,7 +22,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from pgmem.errors import InputError
 from pgmem.eval.report import SYSTEM_ORDER, system_order
 
-__all__ = ["SYSTEM_ORDER", "plot_growth", "plot_recall", "system_order"]
+__all__ = ["SYSTEM_ORDER", "plot_compaction", "plot_growth", "plot_recall", "system_order"]
 
 #: Colours by :data:`pgmem.eval.report.SYSTEM_ORDER`, so a system keeps its colour.
 _PALETTE = (
@@ -246,4 +246,44 @@ def plot_growth(growth: Mapping[str, Any], path: Path, scale: Mapping[str, Any] 
             color="#555555",
         )
     figure.savefig(path, dpi=DPI, bbox_inches="tight")
+    return path
+
+
+def plot_compaction(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
+    """Evidence-in-context recall against mean live-context tokens, a line per policy over caps.
+
+    ``rows`` are the ``compaction.json`` rows of :mod:`pgmem.eval.compaction`.
+    """
+    if not rows:
+        raise InputError("plot_compaction needs at least one row")
+    figure = Figure(figsize=(8, 5), dpi=DPI)
+    axis = figure.add_subplot()
+    policies = list(dict.fromkeys(str(r["policy"]) for r in rows))
+    for index, policy in enumerate(policies):
+        points = sorted((r for r in rows if r["policy"] == policy), key=lambda r: int(r["cap"]))
+        axis.plot(
+            [_value(r["context_tokens"]) for r in points],
+            [_value(r["evidence_recall"]) for r in points],
+            marker=_MARKERS[index % len(_MARKERS)],
+            color=_PALETTE[index % len(_PALETTE)],
+            label=policy,
+        )
+        for r in points:
+            axis.annotate(
+                f"{int(r['cap']) // 1000}k" if int(r["cap"]) % 1000 == 0 else str(r["cap"]),
+                (_value(r["context_tokens"]), _value(r["evidence_recall"])),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize=7,
+                color=_PALETTE[index % len(_PALETTE)],
+            )
+    axis.set_xlabel("mean live-context tokens at a question")
+    axis.set_ylabel("evidence-in-context recall (%)")
+    axis.set_title("Compaction policies under a live context cap (labels: cap)")
+    axis.set_ylim(0, 100)
+    axis.grid(True, alpha=0.3)
+    axis.legend(fontsize=8, loc="best")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
     return path

@@ -1,0 +1,117 @@
+"""pgmem eval-compaction on a tiny slice of the LoCoMo dev data (the stand-in summariser)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from pgmem import ConfigurationError
+from pgmem.cli import main
+from pgmem.compaction.policy import SEARCH_RUBRIC, build_probe, parse_verdict
+from pgmem.compaction.tokens import TokenCounter
+from pgmem.embeddings import HashingEmbedder
+from pgmem.eval.compaction import (
+    PACK_ONLY,
+    SYSTEMS,
+    CompactionEvalConfig,
+    ExtractiveChat,
+    run_compaction_eval,
+)
+from pgmem.eval.datasets import load_locomo
+
+LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev5.json"
+
+
+@pytest.fixture
+def tiny_locomo(tmp_path: Path) -> Path:
+    """The first conversation cut to its first four sessions and their questions."""
+    if not LOCOMO.is_file():
+        pytest.skip(f"{LOCOMO} not available")
+    sample = json.loads(LOCOMO.read_text(encoding="utf-8"))[0]
+    conversation = sample["conversation"]
+    keep = {f"session_{n}" for n in range(1, 5)}
+    for key in list(conversation):
+        session = re.match(r"^(session_\d+)", key)
+        if session and session.group(1) not in keep:
+            del conversation[key]
+    sample["qa"] = [
+        qa for qa in sample["qa"] if all(int(e.split(":")[0][1:]) <= 4 for e in qa["evidence"] if e.startswith("D"))
+    ]
+    path = tmp_path / "locomo" / "locomo_dev5.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps([sample]), encoding="utf-8")
+    return path
+
+
+def test_stand_in_probe_answers_with_evidence_from_the_trajectory() -> None:
+    chat = ExtractiveChat(TokenCounter())
+    trajectory = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "task"},
+        {"role": "user", "content": "Caroline: I went to the support group on 7 May."},
+        {"role": "user", "content": "[session 1 ended]"},
+    ]
+    probe = {"role": "user", "content": build_probe(SEARCH_RUBRIC)}
+    text = "\n".join(str(m["content"]) for m in trajectory)
+    assert parse_verdict(chat.complete([*trajectory, probe]).text, SEARCH_RUBRIC, text).fire
+    assert not parse_verdict(chat.complete([*trajectory[:3], probe]).text, SEARCH_RUBRIC, text).fire
+
+
+def test_stand_in_summary_is_extractive_cited_and_capped() -> None:
+    chat = ExtractiveChat(TokenCounter())
+    request = (
+        "Task: t\n\nExcerpt:\n[#0a1b2c3d] user: Caroline: I moved to Boston in 2019. It was cold.\n"
+        "[#ffee0011] user: Melanie: ok\n[#12345678] user: [session 1 ended]"
+    )
+    summary = chat.complete([{"role": "user", "content": request}], max_tokens=200).text
+    assert summary == "Caroline: I moved to Boston in 2019. [#0a1b2c3d] It was cold. [#0a1b2c3d]"
+    assert chat.complete([{"role": "user", "content": request}], max_tokens=3).text == ""
+
+
+def test_eval_compaction_on_a_tiny_slice(conn: psycopg.Connection[Any], tiny_locomo: Path) -> None:
+    corpus = load_locomo(tiny_locomo)
+    report = run_compaction_eval(conn, corpus, HashingEmbedder(), CompactionEvalConfig(caps=(600,)))
+    rows = {row["policy"]: row for row in report["rows"]}
+    assert list(rows) == [*(label for label, _, _ in SYSTEMS), PACK_ONLY]
+    for row in rows.values():
+        assert set(row) == {"cap", "policy", "evidence_recall", "context_tokens"} and row["cap"] == 600
+        assert 0 <= row["evidence_recall"] <= 100 and row["context_tokens"] > 0
+    # The live cap holds for every policy that compacts or truncates (one message of slack).
+    assert all(rows[label]["context_tokens"] <= 700 for label, _, _ in SYSTEMS), rows
+    assert report["compactions"]["rubric+pgmem@600"] > 0
+    archive = report["archive"]["rubric+pgmem@600"]
+    assert archive["dropped"] > 0 and archive["recovered"] == archive["dropped"]
+    assert rows["rubric+pgmem"]["evidence_recall"] > rows["rubric"]["evidence_recall"]
+    assert report["drift"]["rubric+pgmem@600"]
+    logged = conn.execute(
+        "SELECT count(*) FROM pgmem.compaction_events WHERE kind = 'compaction' AND policy = 'rubric'"
+    ).fetchone()
+    assert (
+        logged is not None
+        and logged[0] == report["compactions"]["rubric@600"] + report["compactions"]["rubric+pgmem@600"]
+    )
+
+
+def test_eval_compaction_command(
+    dsn: str, tiny_locomo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    argv = ["eval-compaction", "locomo", "--data-dir", str(tiny_locomo.parent.parent), "--out", str(out)]
+    argv += ["--caps", "800", "--systems", "rubric", "rubric+pgmem", "--dsn", dsn, "--embedder", "hashing"]
+    assert main(argv) == 0
+    rows = json.loads((out / "compaction.json").read_text(encoding="utf-8"))
+    assert [r["policy"] for r in rows] == ["rubric", "rubric+pgmem"]
+    assert (out / "compaction.png").stat().st_size > 0 and (out / "compaction.md").is_file()
+    assert "stand-in" in capsys.readouterr().out
+
+
+def test_bad_eval_configuration() -> None:
+    with pytest.raises(ConfigurationError, match="caps"):
+        CompactionEvalConfig(caps=(100,))
+    with pytest.raises(ConfigurationError, match="systems"):
+        CompactionEvalConfig(systems=("magic",))
