@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -19,7 +20,7 @@ from pgmem.embeddings import Embedder, embed_unique, resolve_embedder
 from pgmem.errors import ConfigurationError, DatabaseError, InputError
 from pgmem.ingest.enricher import Enricher
 from pgmem.ingest.hints import QueryHints, derive_query_hints
-from pgmem.ingest.spans import parse_timestamp
+from pgmem.ingest.spans import MAX_ID_CHARS
 from pgmem.ingest.writer import IngestResult
 from pgmem.ingest.writer import ingest as write_spans
 from pgmem.params import (
@@ -34,10 +35,24 @@ from pgmem.retrieval.calibrate import calibrate
 from pgmem.retrieval.packer import rank_and_pack
 from pgmem.retrieval.stage_one import Hints, run_stage_one, stage_one_arguments
 from pgmem.types import Diagnostics, Pack, Span
-from pgmem.validate import at_least, check_namespace
+from pgmem.validate import at_least, between, check_namespace, check_text, describe_value, parse_timestamp
 
 #: Longest question accepted, in characters (the embedder reads far less).
 MAX_QUERY_CHARS = 4_096
+#: Most entity, keyword or handle hints a pack uses, each kind counted apart. Stage one
+#: compares every hint with every candidate's tags, so hints are bounded like the
+#: question: 64 is the largest keyword budget and lexical term count, and more than any
+#: question names (a 4,096-character question derives a few dozen at most).
+MAX_HINTS = 64
+#: Longest hint, in characters: as long as a document id or a long URL handle.
+MAX_HINT_CHARS = 512
+#: Longest ``timeout`` of a pack, in seconds (a day): past it a timeout protects nothing,
+#: and ``threading.Timer`` overflows on values near 2**33.
+MAX_TIMEOUT_SECONDS = 86_400.0
+#: Most families one :func:`reset_feedback` call names.
+MAX_FAMILIES = 10_000
+#: Longest reason of a :func:`forget` call, in characters (it is kept in the audit table).
+MAX_REASON_CHARS = 4_096
 
 
 def ingest(
@@ -90,23 +105,18 @@ def ingest(
 
 
 def _check_question(question: object) -> str:
-    if not isinstance(question, str):
-        raise InputError(f"question must be a string, got {type(question).__name__}")
-    if not question.strip():
-        raise InputError("question must not be empty or whitespace only")
-    if len(question) > MAX_QUERY_CHARS:
-        raise InputError(f"question must be at most {MAX_QUERY_CHARS} characters, got {len(question)}")
-    if "\x00" in question:
-        raise InputError("question must not contain NUL characters")
-    return question
+    return check_text("question", question, max_chars=MAX_QUERY_CHARS)
 
 
-def _strings(name: str, values: Sequence[str] | None) -> tuple[str, ...]:
+def _strings(name: str, values: Sequence[str] | None, *, limit: int = MAX_HINTS) -> tuple[str, ...]:
     if values is None:
         return ()
-    if isinstance(values, str) or not all(isinstance(v, str) and v.strip() for v in values):
-        raise InputError(f"{name} must be a list of non-empty strings, got {values!r}")
-    return tuple(v.strip() for v in values)
+    if isinstance(values, str) or not isinstance(values, Iterable):
+        raise InputError(f"{name} must be a list of non-empty strings, got {describe_value(values)}")
+    items = list(itertools.islice(values, limit + 1))
+    if len(items) > limit:
+        raise InputError(f"{name} must hold at most {limit} values, got more")
+    return tuple(check_text(f"{name}[{i}]", v, max_chars=MAX_HINT_CHARS).strip() for i, v in enumerate(items))
 
 
 def _hints(
@@ -167,8 +177,10 @@ def build_hints(
 
 
 def _merge(given: tuple[str, ...], derived: tuple[str, ...]) -> tuple[str, ...]:
+    """The given hints, then derived ones not among them, at most MAX_HINTS in all."""
     seen = {value.lower() for value in given}
-    return given + tuple(value for value in derived if value.lower() not in seen)
+    usable = (value for value in derived if value.lower() not in seen and len(value) <= MAX_HINT_CHARS)
+    return (given + tuple(usable))[:MAX_HINTS]
 
 
 def _with_derived(hints: Hints, derived: QueryHints) -> Hints:
@@ -322,6 +334,7 @@ def pack(
     packing = _packing(packing, budget, token_budget, role_quotas, family_cap)
     if timeout is not None:
         at_least("timeout", timeout, 0.0, strict=True)
+        between("timeout", timeout, 0.0, MAX_TIMEOUT_SECONDS)
     model = resolve_embedder(embedder)
 
     query_vector = embed_unique(model, [question])[0]
@@ -432,8 +445,7 @@ def forget(
     given = [(scope, value) for scope, value in selectors.items() if value is not None]
     if len(given) != 1:
         raise InputError("forget needs exactly one of note_ids, document_id or family")
-    if not isinstance(reason, str) or not reason.strip():
-        raise InputError("forget: reason must be a non-empty string")
+    check_text("forget: reason", reason, max_chars=MAX_REASON_CHARS)
     scope, value = given[0]
     if scope == "notes":
         if isinstance(value, str) or not value:
@@ -442,10 +454,9 @@ def forget(
             selector = [str(uuid.UUID(str(v))) for v in value]
         except ValueError:
             raise InputError(f"forget: note_ids must be UUIDs, got {list(value)!r}") from None
-    elif not isinstance(value, str) or not value:
-        raise InputError(f"forget: {scope} must be a non-empty string")
     else:
-        selector = [value]
+        field = "document_id" if scope == "document" else scope
+        selector = [check_text(f"forget: {field}", value, max_chars=MAX_ID_CHARS)]
     with database_errors("forget"):
         row = conn.execute(
             query("forget"), {"namespace": namespace, "scope": scope, "selector": selector, "reason": reason}
@@ -548,7 +559,7 @@ def reset_feedback(conn: psycopg.Connection[Any], *, namespace: str, families: S
     be a member of ``pgmem_admin``. Returns how many judgements were deleted.
     """
     check_namespace(namespace)
-    selected = None if families is None else list(_strings("families", families))
+    selected = None if families is None else list(_strings("families", families, limit=MAX_FAMILIES))
     if selected is not None and not selected:
         raise InputError("reset_feedback: families must be None (all) or a non-empty list")
     with database_errors("reset feedback"):

@@ -539,7 +539,10 @@ def test_input_error_is_a_pgmem_error() -> None:
 
 METADATA_KEYS = st.text(alphabet=string.ascii_letters + string.digits + "_.-", min_size=1, max_size=64)
 TEXT_VALUES = st.text(alphabet=st.characters(exclude_categories=("Cc", "Cs")), max_size=24)
-NUMBERS = st.integers(min_value=-(2**53), max_value=2**53) | st.floats(allow_nan=False, allow_infinity=False)
+# What the number column (confidence, a PostgreSQL real) can be compared with.
+NUMBERS = st.integers(min_value=-(2**53), max_value=2**53) | st.floats(
+    min_value=-3.4e38, max_value=3.4e38, allow_nan=False, allow_subnormal=False
+).filter(lambda value: value == 0 or abs(value) >= 1e-45)
 OFFSETS: st.SearchStrategy[tzinfo | None] = st.sampled_from(
     [None, UTC, timezone(timedelta(hours=2)), timezone(timedelta(hours=-5, minutes=-30))]
 )
