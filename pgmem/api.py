@@ -450,10 +450,7 @@ def forget(
     if scope == "notes":
         if isinstance(value, str) or not value:
             raise InputError("forget: note_ids must be a non-empty list of note ids")
-        try:
-            selector = [str(uuid.UUID(str(v))) for v in value]
-        except ValueError:
-            raise InputError(f"forget: note_ids must be UUIDs, got {list(value)!r}") from None
+        selector = [_uuid(f"forget: note_ids[{i}]", v) for i, v in enumerate(value)]
     else:
         field = "document_id" if scope == "document" else scope
         selector = [check_text(f"forget: {field}", value, max_chars=MAX_ID_CHARS)]
@@ -464,6 +461,14 @@ def forget(
     if row is None:
         raise DatabaseError("forget: pgmem.forget_v1 returned nothing")
     return ForgetResult(audit_id=int(row[0]), notes_removed=int(row[1]))
+
+
+def _uuid(name: str, value: object) -> str:
+    """``value`` as a canonical UUID string, else InputError naming ``name``."""
+    try:
+        return str(uuid.UUID(str(value)))
+    except ValueError:
+        raise InputError(f"{name} must be a UUID, got {describe_value(value)}") from None
 
 
 @dataclass(frozen=True)
@@ -479,13 +484,8 @@ def _note_ids(name: str, values: Iterable[str] | None) -> list[str]:
     if values is None:
         return []
     if isinstance(values, str):
-        raise InputError(f"feedback: {name} must be a list of note ids, got the string {values!r}")
-    ids: list[str] = []
-    for value in values:
-        try:
-            ids.append(str(uuid.UUID(str(value))))
-        except ValueError:
-            raise InputError(f"feedback: {name} must hold note ids (UUIDs), got {value!r}") from None
+        raise InputError(f"feedback: {name} must be a list of note ids, got the string {describe_value(values)}")
+    ids = [_uuid(f"feedback: {name}[{i}]", v) for i, v in enumerate(values)]
     if len(set(ids)) != len(ids):
         raise InputError(f"feedback: {name} names a note twice")
     return ids
@@ -536,12 +536,9 @@ def feedback(
     if both:
         raise InputError(f"feedback: note {both[0]} is both helpful and unhelpful")
     if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 < weight <= 1000:
-        raise InputError(f"feedback: weight must be in (0, 1000], got {weight!r}")
+        raise InputError(f"feedback: weight must be in (0, 1000], got {describe_value(weight)}")
     if pack_id is not None:
-        try:
-            pack_id = str(uuid.UUID(str(pack_id)))
-        except ValueError:
-            raise InputError(f"feedback: pack_id must be a UUID, got {pack_id!r}") from None
+        pack_id = _uuid("feedback: pack_id", pack_id)
     arguments = {"namespace": namespace, "helpful": good, "unhelpful": bad, "weight": float(weight), "pack_id": pack_id}
     with database_errors("feedback"):
         rows = conn.execute(query("feedback"), arguments).fetchall()

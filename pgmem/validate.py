@@ -200,5 +200,8 @@ def describe_value(value: object, limit: int = 80) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 3 * limit:
         # repr() of an int over 4,300 digits raises ValueError.
         return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # a container holding an int over 4,300 digits
+        text = f"<{type(value).__name__} with an integer too large to show>"
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -175,7 +175,7 @@ def test_forget_erases_content_and_audits_without_it(conn: psycopg.Connection[An
         ({"reason": "x"}, "exactly one of"),
         ({"reason": "x", "family": "f", "document_id": "d"}, "exactly one of"),
         ({"reason": "  ", "family": "f"}, "reason must not be empty"),
-        ({"reason": "x", "note_ids": ["not-a-uuid"]}, "must be UUIDs"),
+        ({"reason": "x", "note_ids": ["not-a-uuid"]}, r"note_ids\[0\] must be a UUID"),
         ({"reason": "x", "note_ids": []}, "non-empty list"),
     ],
 )
