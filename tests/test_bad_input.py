@@ -156,9 +156,10 @@ def test_bad_pack_arguments(
     error: type[Exception],
     message: str,
 ) -> None:
+    arguments = {"question": "existing"} | kwargs
     before = snapshot(seeded)
     with pytest.raises(error, match=message):
-        pgmem.pack(seeded, "existing", embedder=hashing, **kwargs)
+        pgmem.pack(seeded, embedder=hashing, log=True, **arguments)
     assert snapshot(seeded) == before
 
 
@@ -352,11 +353,7 @@ def test_hostile_pack_arguments(
     error: type[Exception],
     message: str,
 ) -> None:
-    arguments = {"question": "existing"} | kwargs
-    before = snapshot(seeded)
-    with pytest.raises(error, match=message):
-        pgmem.pack(seeded, embedder=hashing, log=True, **arguments)
-    assert snapshot(seeded) == before
+    test_bad_pack_arguments(seeded, hashing, kwargs, error, message)
 
 
 def test_valid_edge_values_still_pack(seeded: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
