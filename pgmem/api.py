@@ -129,7 +129,7 @@ def _hints(
     time_from = time_to = None
     if time_range is not None:
         if not isinstance(time_range, tuple | list) or len(time_range) != 2:
-            raise InputError(f"time_range must be a (start, end) pair, got {time_range!r}")
+            raise InputError(f"time_range must be a (start, end) pair, got {describe_value(time_range)}")
         start, end = time_range
         time_from = parse_timestamp(start, "time_range start") if start is not None else None
         time_to = parse_timestamp(end, "time_range end") if end is not None else None
@@ -140,7 +140,7 @@ def _hints(
         role_filter = _strings("roles", roles)
         unknown = [r for r in role_filter if r not in ROLES]
         if unknown or not role_filter:
-            raise InputError(f"roles must be a non-empty list of {', '.join(ROLES)}; got {list(roles)!r}")
+            raise InputError(f"roles must be a non-empty list of {', '.join(ROLES)}; got {describe_value(roles)}")
     return Hints(
         entities=_strings("entities", entities),
         time_from=time_from,
@@ -448,9 +448,9 @@ def forget(
     check_text("forget: reason", reason, max_chars=MAX_REASON_CHARS)
     scope, value = given[0]
     if scope == "notes":
-        if isinstance(value, str) or not value:
+        selector = _note_ids("forget: note_ids", value)
+        if not selector:
             raise InputError("forget: note_ids must be a non-empty list of note ids")
-        selector = [_uuid(f"forget: note_ids[{i}]", v) for i, v in enumerate(value)]
     else:
         field = "document_id" if scope == "document" else scope
         selector = [check_text(f"forget: {field}", value, max_chars=MAX_ID_CHARS)]
@@ -465,10 +465,16 @@ def forget(
 
 def _uuid(name: str, value: object) -> str:
     """``value`` as a canonical UUID string, else InputError naming ``name``."""
-    try:
-        return str(uuid.UUID(str(value)))
-    except ValueError:
-        raise InputError(f"{name} must be a UUID, got {describe_value(value)}") from None
+    # Only text is parsed: str() of an arbitrary object can fail in any way.
+    parsed = value
+    if isinstance(value, str):
+        try:
+            parsed = uuid.UUID(value)
+        except ValueError:
+            parsed = None
+    if not isinstance(parsed, uuid.UUID):
+        raise InputError(f"{name} must be a UUID, got {describe_value(value)}")
+    return str(parsed)
 
 
 @dataclass(frozen=True)
@@ -481,11 +487,16 @@ class FeedbackResult:
 
 
 def _note_ids(name: str, values: Iterable[str] | None) -> list[str]:
+    """Canonical note ids from a list of UUIDs, else InputError naming the bad element."""
     if values is None:
         return []
-    if isinstance(values, str):
-        raise InputError(f"feedback: {name} must be a list of note ids, got the string {describe_value(values)}")
-    ids = [_uuid(f"feedback: {name}[{i}]", v) for i, v in enumerate(values)]
+    if isinstance(values, str) or not isinstance(values, Iterable):
+        raise InputError(f"{name} must be a list of note ids, got {describe_value(values)}")
+    return [_uuid(f"{name}[{i}]", v) for i, v in enumerate(values)]
+
+
+def _unique_note_ids(name: str, values: Iterable[str] | None) -> list[str]:
+    ids = _note_ids(f"feedback: {name}", values)
     if len(set(ids)) != len(ids):
         raise InputError(f"feedback: {name} names a note twice")
     return ids
@@ -528,8 +539,8 @@ def feedback(
         How many judgements were recorded and the updated totals of the families touched.
     """
     check_namespace(namespace)
-    good = _note_ids("helpful", helpful)
-    bad = _note_ids("unhelpful", unhelpful)
+    good = _unique_note_ids("helpful", helpful)
+    bad = _unique_note_ids("unhelpful", unhelpful)
     if not good and not bad:
         raise InputError("feedback: give at least one helpful or unhelpful note id")
     both = sorted(set(good) & set(bad))

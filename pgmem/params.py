@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, get_args
 
 from pgmem.errors import ConfigurationError
-from pgmem.validate import at_least, between, finite, whole
+from pgmem.validate import at_least, between, describe_value, finite, whole
 
 Mode = Literal["calibrated", "relevance", "raw_bonus", "beta"]
 MODES: tuple[str, ...] = get_args(Mode)
@@ -42,7 +42,7 @@ class _Params:
         unknown = sorted(set(values) - known)
         if unknown:
             raise ConfigurationError(
-                f"{cls.__name__} has no parameter {unknown[0]!r}; known: {', '.join(sorted(known))}"
+                f"{cls.__name__} has no parameter {describe_value(unknown[0])}; known: {', '.join(sorted(known))}"
             )
         return cls(**values)
 
@@ -214,8 +214,10 @@ class PackParams(_Params):
             )
         for role, quota in self.role_quotas.items():
             if role not in ROLES:
-                raise ConfigurationError(f"role_quotas has unknown role {role!r}; roles are {', '.join(ROLES)}")
-            whole(f"role_quotas[{role!r}]", quota, 0)
+                raise ConfigurationError(
+                    f"role_quotas has unknown role {describe_value(role)}; roles are {', '.join(ROLES)}"
+                )
+            whole(f"role_quotas[{describe_value(role)}]", quota, 0)
         # Freeze the mapping so a caller mutating its dict cannot change a logged pack.
         object.__setattr__(self, "role_quotas", dict(sorted(self.role_quotas.items())))
         if self.family_cap is not None:
@@ -229,5 +231,5 @@ class PackParams(_Params):
 def check_mode(mode: str) -> Mode:
     """Return ``mode`` if it is a known ablation mode, else raise ConfigurationError."""
     if mode not in MODES:
-        raise ConfigurationError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        raise ConfigurationError(f"mode must be one of {', '.join(MODES)}, got {describe_value(mode)}")
     return mode  # type: ignore[return-value]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import reprlib
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
@@ -37,7 +38,7 @@ MAX_METADATA_CHARS = 65_536
 
 def finite(name: str, value: float) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigurationError(f"{name} must be a number, got {value!r}")
+        raise ConfigurationError(f"{name} must be a number, got {describe_value(value)}")
     # float() of a huge int overflows: it is as unusable as an infinite value.
     if (isinstance(value, int) and abs(value) > 2**1023) or not math.isfinite(value):
         raise ConfigurationError(f"{name} must be finite, got {describe_value(value)}")
@@ -47,7 +48,7 @@ def at_least(name: str, value: float, low: float, *, strict: bool = False) -> No
     finite(name, value)
     if value < low or (strict and value == low):
         rule = ">" if strict else ">="
-        raise ConfigurationError(f"{name} must be {rule} {low}, got {value!r}")
+        raise ConfigurationError(f"{name} must be {rule} {low}, got {describe_value(value)}")
 
 
 def between(name: str, value: float, low: float, high: float) -> None:
@@ -59,7 +60,7 @@ def between(name: str, value: float, low: float, high: float) -> None:
 def whole(name: str, value: int, low: int, high: int | None = None) -> None:
     """Check a whole number in [low, high]; without ``high``, at most :data:`INT4_MAX`."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigurationError(f"{name} must be a whole number, got {value!r}")
+        raise ConfigurationError(f"{name} must be a whole number, got {describe_value(value)}")
     if high is not None and not low <= value <= high:
         raise ConfigurationError(f"{name} must be in [{low}, {high}], got {describe_value(value)}")
     if value < low:
@@ -137,7 +138,7 @@ def parse_timestamp(value: datetime | str, describe: str) -> datetime:
         try:
             value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:
-            raise InputError(f"{describe} must be an ISO 8601 timestamp, got {value!r}") from None
+            raise InputError(f"{describe} must be an ISO 8601 timestamp, got {describe_value(value)}") from None
     if not isinstance(value, datetime):
         raise InputError(f"{describe} must be a datetime or ISO 8601 text, got {type(value).__name__}")
     problem = timestamp_problem(value)
@@ -196,12 +197,24 @@ def _json_problem(value: object, path: str, depth: int, budget: list[int]) -> st
 
 
 def describe_value(value: object, limit: int = 80) -> str:
-    """``repr(value)`` cut to ``limit`` characters, for messages about hostile values."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 3 * limit:
-        # repr() of an int over 4,300 digits raises ValueError.
-        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
-    try:
-        text = repr(value)
-    except ValueError:  # a container holding an int over 4,300 digits
-        text = f"<{type(value).__name__} with an integer too large to show>"
+    """A short ``repr`` of a caller's value for a message, whatever the value is.
+
+    Nesting, long strings and long containers are elided, so neither a huge nor a deeply
+    nested value can make the message itself fail.
+    """
+    text = _BRIEF.repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class _BriefRepr(reprlib.Repr):
+    def repr_int(self, x: int, level: int) -> str:
+        # repr() of an int over 4,300 digits raises ValueError.
+        if x.bit_length() > 200:
+            return f"an integer of about {int(x.bit_length() * math.log10(2)) + 1} digits"
+        return repr(x)
+
+
+_BRIEF = _BriefRepr()
+_BRIEF.maxlevel = 3
+_BRIEF.maxstring = 60
+_BRIEF.maxother = 60

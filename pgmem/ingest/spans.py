@@ -86,7 +86,7 @@ def validate_span(index: int, span: object, namespace: str) -> ValidSpan:
             f"must cover exactly the text's {size} UTF-8 bytes, got end - start = {span.end - span.start}",
         )
     if span.role is not None and span.role not in ROLES:
-        raise _fail(index, span, "role", f"must be one of {', '.join(ROLES)}, got {span.role!r}")
+        raise _fail(index, span, "role", f"must be one of {', '.join(ROLES)}, got {describe_value(span.role)}")
     if span.confidence is not None:
         c = span.confidence
         if isinstance(c, bool) or not isinstance(c, int | float) or not 0 <= c <= 1:  # NaN fails too
