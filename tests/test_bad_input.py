@@ -16,10 +16,12 @@ from helpers import make_spans
 
 import pgmem
 from pgmem.embeddings import HashingEmbedder
+from pgmem.ingest.entities import EntityTag
 from pgmem.ingest.handles import extract_handles
 from pgmem.ingest.roles import classify_role
 from pgmem.ingest.spans import MAX_SPAN_BYTES
 from pgmem.ingest.split import sentence_ranges
+from pgmem.ingest.times import TimeTag
 
 TABLES = (
     "embedding_models",
@@ -224,6 +226,9 @@ def test_every_error_shares_the_root() -> None:
         assert issubclass(error, pgmem.PgmemError)
 
 
+LATE = timezone(timedelta(hours=-5))
+
+
 class CarelessEnricher:
     """A custom enricher with bugs: its output must be refused before the database."""
 
@@ -245,6 +250,20 @@ class CarelessEnricher:
         ({"role": "rumour"}, "the enricher returned role 'rumour'"),
         ({"confidence": 1.7}, r"the enricher returned confidence 1.7; it must be a number in \[0, 1\]"),
         ({"context": "x\x00y"}, "the enricher returned an invalid context"),
+        ({"context": "x\udcff"}, "the enricher returned an invalid context"),
+        ({"confidence": 10**400}, "the enricher returned confidence an integer of about 401 digits"),
+        ({"keywords": ("ok", "k\ud800")}, "the enricher returned a keyword or handle that is not valid text"),
+        ({"handles": ("h\x00",)}, "the enricher returned a keyword or handle that is not valid text"),
+        ({"entities": (EntityTag("Ada\udcff", 0.9),)}, r"the enricher returned entity 'Ada\\udcff' with confidence 0.9"),
+        ({"entities": (EntityTag("Ada", "high"),)}, "the enricher returned entity 'Ada' with confidence 'high'"),
+        (
+            {
+                "time_tags": (
+                    TimeTag("soon", datetime(2023, 1, 1, tzinfo=UTC), datetime.max.replace(tzinfo=LATE), "day", 1.0),
+                )
+            },
+            "the enricher returned an invalid time tag 'soon'",
+        ),
     ],
 )
 def test_a_custom_enrichers_mistakes_are_input_errors(
