@@ -35,7 +35,7 @@ from pgmem.retrieval.calibrate import calibrate
 from pgmem.retrieval.packer import rank_and_pack
 from pgmem.retrieval.stage_one import Hints, run_stage_one, stage_one_arguments
 from pgmem.types import Diagnostics, Pack, Span
-from pgmem.validate import at_least, between, check_namespace, check_text, describe_value, parse_timestamp
+from pgmem.validate import check_namespace, check_text, describe_value, parse_timestamp, timeout_seconds
 
 #: Longest question accepted, in characters (the embedder reads far less).
 MAX_QUERY_CHARS = 4_096
@@ -46,9 +46,6 @@ MAX_QUERY_CHARS = 4_096
 MAX_HINTS = 64
 #: Longest hint, in characters: as long as a document id or a long URL handle.
 MAX_HINT_CHARS = 512
-#: Longest ``timeout`` of a pack, in seconds (a day): past it a timeout protects nothing,
-#: and ``threading.Timer`` overflows on values near 2**33.
-MAX_TIMEOUT_SECONDS = 86_400.0
 #: Most families one :func:`reset_feedback` call names.
 MAX_FAMILIES = 10_000
 #: Longest reason of a :func:`forget` call, in characters (it is kept in the audit table).
@@ -299,7 +296,7 @@ def pack(
         Persist the pack and its diagnostics to ``pgmem.pack_log`` (one more
         statement, in the caller's transaction if there is one).
     timeout : float, optional
-        Seconds stage one may run; past it the statement is cancelled and
+        Seconds stage one may run (0 < timeout <= 86,400); past it the statement is cancelled and
         :class:`pgmem.DatabaseError` says so (inside a transaction, the transaction is
         then aborted, as after any failed statement). Server-side limits still apply.
 
@@ -333,8 +330,7 @@ def pack(
             raise ConfigurationError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
     packing = _packing(packing, budget, token_budget, role_quotas, family_cap)
     if timeout is not None:
-        at_least("timeout", timeout, 0.0, strict=True)
-        between("timeout", timeout, 0.0, MAX_TIMEOUT_SECONDS)
+        timeout = timeout_seconds("timeout", timeout)
     model = resolve_embedder(embedder)
 
     query_vector = embed_unique(model, [question])[0]

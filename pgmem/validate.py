@@ -27,6 +27,10 @@ INT4_MAX = 2**31 - 1
 #: Largest UTC offset PostgreSQL accepts in ``timestamptz`` input (it refuses +16:00).
 MAX_UTC_OFFSET = timedelta(hours=15, minutes=59, seconds=59)
 
+#: Longest timeout any pgmem call accepts, in seconds (a day): past it a timeout protects
+#: nothing, and ``threading.Timer`` and socket timeouts overflow near 2**33 seconds.
+MAX_TIMEOUT_SECONDS = 86_400.0
+
 #: Deepest nesting of span metadata: far below Python's recursion limit (1000) and
 #: PostgreSQL's jsonb nesting limit (about 6,000 on this server's stack), and deeper
 #: than any real metadata.
@@ -67,6 +71,13 @@ def whole(name: str, value: int, low: int, high: int | None = None) -> None:
         raise ConfigurationError(f"{name} must be >= {low}, got {describe_value(value)}")
     if value > INT4_MAX:
         raise ConfigurationError(f"{name} must be at most {INT4_MAX} (PostgreSQL integer), got {describe_value(value)}")
+
+
+def timeout_seconds(name: str, value: float) -> float:
+    """Return a timeout in (0, :data:`MAX_TIMEOUT_SECONDS`] as a float, else ConfigurationError."""
+    at_least(name, value, 0.0, strict=True)
+    between(name, value, 0.0, MAX_TIMEOUT_SECONDS)
+    return float(value)
 
 
 def check_namespace(namespace: object) -> str:

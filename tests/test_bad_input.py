@@ -16,6 +16,7 @@ from helpers import make_spans
 
 import pgmem
 from pgmem.embeddings import HashingEmbedder
+from pgmem.embeddings.openai_http import OpenAIEmbedder
 from pgmem.ingest.entities import EntityTag
 from pgmem.ingest.handles import extract_handles
 from pgmem.ingest.roles import classify_role
@@ -254,7 +255,7 @@ class CarelessEnricher:
         ({"confidence": 10**400}, "the enricher returned confidence an integer of about 401 digits"),
         ({"keywords": ("ok", "k\ud800")}, "the enricher returned a keyword or handle that is not valid text"),
         ({"handles": ("h\x00",)}, "the enricher returned a keyword or handle that is not valid text"),
-        ({"entities": (EntityTag("Ada\udcff", 0.9),)}, r"the enricher returned entity 'Ada\\udcff' with confidence 0.9"),
+        ({"entities": (EntityTag("Ada\udcff", 0.9),)}, r"the enricher returned entity 'Ada\\udcff' with confidence"),
         ({"entities": (EntityTag("Ada", "high"),)}, "the enricher returned entity 'Ada' with confidence 'high'"),
         (
             {
@@ -399,6 +400,9 @@ def test_valid_edge_values_still_pack(seeded: psycopg.Connection[Any], hashing: 
         (lambda: pgmem.CalibrationParams(gamma=-(10**400)), "gamma must be finite"),
         (lambda: pgmem.PackParams(minimum_effective_score=10**400), "minimum_effective_score must be finite"),
         (lambda: pgmem.StageOneParams(bm25_b=10**400), "bm25_b must be finite"),
+        (lambda: OpenAIEmbedder("m", timeout=1e10), r"OpenAIEmbedder timeout must be in \[0.0, 86400.0\]"),
+        (lambda: OpenAIEmbedder("m", timeout=10**400), "OpenAIEmbedder timeout must be finite"),
+        (lambda: OpenAIEmbedder("m", dimension=2**40), "OpenAIEmbedder dimension must be at most 2147483647"),
     ],
 )
 def test_hostile_parameter_objects(build: Any, message: str) -> None:
