@@ -15,11 +15,12 @@ import pytest
 from helpers import make_spans
 
 import pgmem
-from pgmem.embeddings import HashingEmbedder
+from pgmem.embeddings import HashingEmbedder, get_embedder
 from pgmem.embeddings.openai_http import OpenAIEmbedder
 from pgmem.ingest.entities import EntityTag
 from pgmem.ingest.handles import extract_handles
 from pgmem.ingest.roles import classify_role
+from pgmem.ingest.sources import spans_from_path
 from pgmem.ingest.spans import MAX_SPAN_BYTES
 from pgmem.ingest.split import sentence_ranges
 from pgmem.ingest.times import TimeTag
@@ -477,3 +478,36 @@ def test_extractors_are_linear_on_crafted_spans(extract: Any, text: str) -> None
     started = time.perf_counter()
     extract(text)
     assert time.perf_counter() - started < 2.0
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: get_embedder("hashing:" + "9" * 5000), r"hashing dimension must be a whole number in \[2, 4000\]"),
+        (lambda: get_embedder("hashing:²"), r"hashing dimension must be a whole number in \[2, 4000\]"),
+        (lambda: get_embedder("hashing:99999999999"), r"hashing dimension must be a whole number in \[2, 4000\]"),
+        (lambda: HashingEmbedder(10**11), r"HashingEmbedder dimension must be in \[2, 4000\]"),
+        (lambda: OpenAIEmbedder("m\udcff"), "OpenAIEmbedder model must be a non-empty name"),
+        (lambda: get_embedder("openai:\x00"), "OpenAIEmbedder model must be a non-empty name"),
+    ],
+)
+def test_hostile_embedder_specs(build: Any, message: str) -> None:
+    with pytest.raises(pgmem.ConfigurationError, match=message):
+        build()
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("deep.jsonl", "[" * 100_000 + "]" * 100_000, "deep.jsonl:1: not a span record"),
+        ("digits.jsonl", '{"start": ' + "1" * 5000 + "}", "digits.jsonl:1: not a span record"),
+        ("deep.json", '{"a":' * 100_000 + "1" + "}" * 100_000, "deep.json:1: JSON nested too deeply"),
+        ("turns.jsonl", '{"speaker": "a", "text": "b"}\n' + "[" * 100_000, "turns.jsonl:2: JSON nested too deeply"),
+        ("digits.json", "[" + "1" * 5000 + "]", "digits.json:1: not usable JSON"),
+    ],
+)
+def test_hostile_source_files(tmp_path: Any, name: str, content: str, message: str) -> None:
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(pgmem.InputError, match=message):
+        spans_from_path(path)

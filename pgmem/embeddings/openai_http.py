@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from pgmem.embeddings.base import Vectors, as_text_list, normalize_rows
+from pgmem.embeddings.base import MAX_DIMENSION, Vectors, as_text_list, normalize_rows
 from pgmem.errors import ConfigurationError, EmbeddingError
-from pgmem.validate import at_least, timeout_seconds, whole
+from pgmem.validate import at_least, describe_value, text_problem, timeout_seconds, whole
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 BASE_URL_VARIABLES = ("PGMEM_OPENAI_BASE_URL", "OPENAI_BASE_URL")
@@ -38,6 +38,8 @@ API_KEY_VARIABLES = ("PGMEM_OPENAI_API_KEY", "OPENAI_API_KEY")
 MAX_RETRY_AFTER = 60.0
 MAX_BACKOFF = 30.0
 BODY_EXCERPT_CHARS = 300
+#: Longest model name, in characters (it is stored as the embedding model's name).
+MAX_MODEL_CHARS = 256
 _PROBE_TEXT = "dimension probe"
 
 
@@ -132,8 +134,8 @@ class OpenAIEmbedder:
         max_retries: int = 5,
         backoff: float = 0.5,
     ) -> None:
-        if not isinstance(model, str) or not model.strip():
-            raise ConfigurationError(f"OpenAIEmbedder model must be a non-empty name, got {model!r}")
+        if not isinstance(model, str) or text_problem(model, max_chars=MAX_MODEL_CHARS):
+            raise ConfigurationError(f"OpenAIEmbedder model must be a non-empty name, got {describe_value(model)}")
         root = base_url or _first_environment_value(BASE_URL_VARIABLES) or DEFAULT_BASE_URL
         parsed = urllib.parse.urlsplit(root)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
@@ -141,7 +143,7 @@ class OpenAIEmbedder:
                 f"OpenAIEmbedder base_url must be an http(s) URL such as {DEFAULT_BASE_URL}, got {root!r}"
             )
         if dimension is not None:
-            whole("OpenAIEmbedder dimension", dimension, 1)
+            whole("OpenAIEmbedder dimension", dimension, 1, MAX_DIMENSION)
         whole("OpenAIEmbedder batch_size", batch_size, 1)
         whole("OpenAIEmbedder max_retries", max_retries, 0)
         timeout_seconds("OpenAIEmbedder timeout", timeout)
