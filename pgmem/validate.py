@@ -24,6 +24,12 @@ NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$")
 #: parameter, so none can overflow a column, a function argument or a JSON log.
 INT4_MAX = 2**31 - 1
 
+#: The range of PostgreSQL ``real`` (note confidence): its input refuses larger
+#: magnitudes and nonzero ones that round to zero (below half the smallest subnormal,
+#: 1.4e-45); these round bounds sit just inside both.
+REAL_SMALLEST = 1e-45
+REAL_LARGEST = 3.4e38
+
 #: Largest UTC offset PostgreSQL accepts in ``timestamptz`` input (it refuses +16:00).
 MAX_UTC_OFFSET = timedelta(hours=15, minutes=59, seconds=59)
 
@@ -80,6 +86,24 @@ def timeout_seconds(name: str, value: float) -> float:
     return float(value)
 
 
+def real_problem(value: float) -> str | None:
+    """The rule a finite number breaks for a PostgreSQL ``real``, or None."""
+    if value != 0 and not REAL_SMALLEST <= abs(value) <= REAL_LARGEST:
+        return f"needs 0 or a magnitude in [{REAL_SMALLEST:g}, {REAL_LARGEST:g}] (PostgreSQL real)"
+    return None
+
+
+#: What a note confidence may be: it is stored as a ``real`` in [0, 1].
+CONFIDENCE_RULE = f"must be a number in [0, 1], 0 or at least {REAL_SMALLEST:g} (PostgreSQL real)"
+
+
+def invalid_confidence(value: object) -> bool:
+    """Whether ``value`` breaks :data:`CONFIDENCE_RULE` (NaN and huge integers included)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        return True
+    return real_problem(value) is not None
+
+
 def check_namespace(namespace: object) -> str:
     """Return ``namespace`` if valid, else raise InputError saying the rule."""
     if not isinstance(namespace, str) or not NAMESPACE_PATTERN.match(namespace):
@@ -123,20 +147,20 @@ def check_text(name: str, value: object, *, max_chars: int, optional: bool = Fal
 
 
 def timestamp_problem(value: datetime) -> str | None:
-    """The rule a timezone-aware datetime breaks for ``timestamptz``, or None.
+    """The rule a datetime breaks for ``timestamptz``, or None.
 
     Its offset must be whole seconds within PostgreSQL's ±15:59:59, and the instant
     must lie in years 1-9999 in UTC, which PostgreSQL stores and psycopg can read back.
     """
     offset = value.utcoffset()
     if offset is None:
-        return f"must be timezone-aware (e.g. 2023-05-08T13:56:00+00:00), got {value.isoformat()}"
+        return "must be timezone-aware (e.g. 2023-05-08T13:56:00+00:00)"
     if abs(offset) > MAX_UTC_OFFSET or offset.microseconds:
-        return f"must have a UTC offset of whole seconds within ±15:59:59, got {value.isoformat()}"
+        return "must have a UTC offset of whole seconds within ±15:59:59"
     try:
         value.replace(tzinfo=None) - offset
     except OverflowError:
-        return f"must lie between 0001-01-01 and 9999-12-31 in UTC, got {value.isoformat()}"
+        return "must lie between 0001-01-01 and 9999-12-31 in UTC"
     return None
 
 
@@ -154,7 +178,7 @@ def parse_timestamp(value: datetime | str, describe: str) -> datetime:
         raise InputError(f"{describe} must be a datetime or ISO 8601 text, got {type(value).__name__}")
     problem = timestamp_problem(value)
     if problem:
-        raise InputError(f"{describe} {problem}")
+        raise InputError(f"{describe} {problem}, got {value.isoformat()}")
     return value
 
 

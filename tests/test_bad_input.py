@@ -254,6 +254,7 @@ class CarelessEnricher:
         ({"context": "x\x00y"}, "the enricher returned an invalid context"),
         ({"context": "x\udcff"}, "the enricher returned an invalid context"),
         ({"confidence": 10**400}, "the enricher returned confidence an integer of about 401 digits"),
+        ({"confidence": 1e-50}, "the enricher returned confidence 1e-50; it must be a number in"),
         ({"keywords": ("ok", "k\ud800")}, "the enricher returned a keyword or handle that is not valid text"),
         ({"handles": ("h\x00",)}, "the enricher returned a keyword or handle that is not valid text"),
         ({"entities": (EntityTag("Ada\udcff", 0.9),)}, r"the enricher returned entity 'Ada\\udcff' with confidence"),
@@ -313,6 +314,7 @@ HOSTILE_SPAN_CASES = [
     ({"start": 10**5000}, "start must be at most 2147483647.*an integer of about 5001 digits"),
     ({"start": -(10**5000)}, "start must be >= 0"),
     ({"confidence": 10**400}, r"confidence must be a number in \[0, 1\]"),
+    ({"confidence": 5e-161}, r"confidence must be a number in \[0, 1\], 0 or at least 1e-45 \(PostgreSQL real\)"),
 ]
 
 
@@ -403,7 +405,7 @@ def test_valid_edge_values_still_pack(seeded: psycopg.Connection[Any], hashing: 
         (lambda: pgmem.StageOneParams(bm25_b=10**400), "bm25_b must be finite"),
         (lambda: OpenAIEmbedder("m", timeout=1e10), r"OpenAIEmbedder timeout must be in \[0.0, 86400.0\]"),
         (lambda: OpenAIEmbedder("m", timeout=10**400), "OpenAIEmbedder timeout must be finite"),
-        (lambda: OpenAIEmbedder("m", dimension=2**40), "OpenAIEmbedder dimension must be at most 2147483647"),
+        (lambda: OpenAIEmbedder("m", dimension=2**40), r"OpenAIEmbedder dimension must be in \[1, 4000\]"),
     ],
 )
 def test_hostile_parameter_objects(build: Any, message: str) -> None:

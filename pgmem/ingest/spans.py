@@ -13,7 +13,15 @@ from typing import Any
 from pgmem.errors import InputError
 from pgmem.params import ROLES
 from pgmem.types import Span
-from pgmem.validate import INT4_MAX, describe_value, metadata_problem, parse_timestamp, text_problem
+from pgmem.validate import (
+    CONFIDENCE_RULE,
+    INT4_MAX,
+    describe_value,
+    invalid_confidence,
+    metadata_problem,
+    parse_timestamp,
+    text_problem,
+)
 
 #: Largest span text accepted, in UTF-8 bytes. Notes are atomic: a longer text is a
 #: document to split, not a note (and would be truncated by any embedder).
@@ -89,8 +97,8 @@ def validate_span(index: int, span: object, namespace: str) -> ValidSpan:
         raise _fail(index, span, "role", f"must be one of {', '.join(ROLES)}, got {describe_value(span.role)}")
     if span.confidence is not None:
         c = span.confidence
-        if isinstance(c, bool) or not isinstance(c, int | float) or not 0 <= c <= 1:  # NaN fails too
-            raise _fail(index, span, "confidence", f"must be a number in [0, 1], got {describe_value(c)}")
+        if invalid_confidence(c):
+            raise _fail(index, span, "confidence", f"{CONFIDENCE_RULE}, got {describe_value(c)}")
     source_ts = None
     if span.source_ts is not None:
         try:

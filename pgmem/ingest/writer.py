@@ -20,7 +20,14 @@ from pgmem.ingest.enricher import Enricher, Enrichment, RuleEnricher, SpanInput
 from pgmem.ingest.spans import MAX_CONTEXT_CHARS, MAX_SPAN_BYTES, ValidSpan, validate_span
 from pgmem.params import ROLES
 from pgmem.types import Span
-from pgmem.validate import check_namespace, describe_value, text_problem, timestamp_problem
+from pgmem.validate import (
+    CONFIDENCE_RULE,
+    check_namespace,
+    describe_value,
+    invalid_confidence,
+    text_problem,
+    timestamp_problem,
+)
 
 #: Spans embedded and copied per chunk; a batch of any size is still one transaction.
 CHUNK = 256
@@ -67,8 +74,8 @@ def _checked(item: ValidSpan, facets: Enrichment) -> Enrichment:
     if facets.role not in ROLES:
         raise InputError(f"{where} role {describe_value(facets.role)}; roles are {', '.join(ROLES)}")
     c = facets.confidence
-    if isinstance(c, bool) or not isinstance(c, int | float) or not 0 <= c <= 1:  # NaN fails too
-        raise InputError(f"{where} confidence {describe_value(c)}; it must be a number in [0, 1]")
+    if invalid_confidence(c):
+        raise InputError(f"{where} confidence {describe_value(c)}; it {CONFIDENCE_RULE}")
     if not isinstance(facets.context, str) or text_problem(facets.context, max_chars=MAX_CONTEXT_CHARS, optional=True):
         raise InputError(f"{where} an invalid context (a string of at most {MAX_CONTEXT_CHARS} characters, no NUL)")
     for entity in facets.entities:

@@ -37,7 +37,7 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from pgmem.errors import InputError
 from pgmem.params import ROLES
-from pgmem.validate import text_problem, timestamp_problem
+from pgmem.validate import real_problem, text_problem, timestamp_problem
 
 __all__ = [
     "COLUMNS",
@@ -97,11 +97,6 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WHITESPACE = frozenset(" \t\n\r")
 # Integers beyond this lose precision as JSON numbers read by other tools.
 _MAX_EXACT_INTEGER = 2**53
-# The database compares the number column (confidence) as ``real``: its cast refuses
-# magnitudes above FLT_MAX and those that round to zero (below half the smallest
-# subnormal); these round bounds sit just inside both.
-_REAL_LARGEST = 3.4e38
-_REAL_SMALLEST = 1e-45
 
 _DIALECT = Postgres()
 
@@ -743,9 +738,8 @@ def _value_problem(kind: ColumnKind, value: object) -> str | None:
             return "needs a finite number"
         if isinstance(value, int) and abs(value) > _MAX_EXACT_INTEGER:
             return "needs an integer within ±2**53 (or a float)"
-        if value != 0 and not _REAL_SMALLEST <= abs(value) <= _REAL_LARGEST:
-            return f"needs 0 or a magnitude in [{_REAL_SMALLEST:g}, {_REAL_LARGEST:g}] (PostgreSQL real)"
-        return None
+        # The database compares the number column (confidence) as a real.
+        return real_problem(value)
     if not isinstance(value, str):
         return "is text; quote the value" if kind == "text" else "needs a quoted value"
     text_problem = _text_problem(value)
