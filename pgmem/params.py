@@ -67,10 +67,12 @@ class StageOneParams(_Params):
         this many notes (default 5000), so lexical search cost stays bounded as the
         store grows; the rarest term is always used.
     bm25_k1, bm25_b : float
-        BM25 term-frequency saturation and length normalisation (defaults 1.2, 0.75).
+        BM25 term-frequency saturation and length normalisation (defaults 1.2, 0.75;
+        0..100 and 0..1: past a few units k1 no longer saturates anything).
     dense_weight, lexical_weight : float
         Base score = dense_weight * cosine + lexical_weight * BM25 / max BM25 in the pool
-        (defaults 0.7, 0.3).
+        (defaults 0.7, 0.3; each 0..1000, far past where the bounded boosts stop
+        mattering, and below where the database's arithmetic would overflow).
     entity_boost, time_boost, keyword_boost, handle_boost : float
         Maximum additive boost for matching entity hints (scaled by tag confidence),
         time hints, keyword hints and exact micro-handles (defaults 0.05 each, 0..1).
@@ -106,10 +108,10 @@ class StageOneParams(_Params):
         whole("lex_max_terms", self.lex_max_terms, 1, 64)
         whole("lex_max_postings", self.lex_max_postings, 1)
         whole("neighbour_seeds", self.neighbour_seeds, 0, 100)
-        at_least("bm25_k1", self.bm25_k1, 0.0)
+        between("bm25_k1", self.bm25_k1, 0.0, 100.0)
         between("bm25_b", self.bm25_b, 0.0, 1.0)
-        at_least("dense_weight", self.dense_weight, 0.0)
-        at_least("lexical_weight", self.lexical_weight, 0.0)
+        between("dense_weight", self.dense_weight, 0.0, 1000.0)
+        between("lexical_weight", self.lexical_weight, 0.0, 1000.0)
         if self.dense_weight + self.lexical_weight == 0:
             raise ConfigurationError("dense_weight + lexical_weight must be > 0, got 0: no relevance signal left")
         for name in ("entity_boost", "time_boost", "keyword_boost", "handle_boost", "link_weight"):
