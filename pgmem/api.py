@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -19,7 +20,7 @@ from pgmem.embeddings import Embedder, embed_unique, resolve_embedder
 from pgmem.errors import ConfigurationError, DatabaseError, InputError
 from pgmem.ingest.enricher import Enricher
 from pgmem.ingest.hints import QueryHints, derive_query_hints
-from pgmem.ingest.spans import parse_timestamp
+from pgmem.ingest.spans import MAX_ID_CHARS
 from pgmem.ingest.writer import IngestResult, check_reason
 from pgmem.ingest.writer import write as write_spans
 from pgmem.params import (
@@ -34,10 +35,21 @@ from pgmem.retrieval.calibrate import calibrate
 from pgmem.retrieval.packer import rank_and_pack
 from pgmem.retrieval.stage_one import Hints, run_stage_one, stage_one_arguments
 from pgmem.types import Diagnostics, Pack, Span
-from pgmem.validate import at_least, check_namespace
+from pgmem.validate import check_namespace, check_text, describe_value, parse_timestamp, timeout_seconds
 
 #: Longest question accepted, in characters (the embedder reads far less).
 MAX_QUERY_CHARS = 4_096
+#: Most entity, keyword or handle hints a pack uses, each kind counted apart. Stage one
+#: compares every hint with every candidate's tags, so hints are bounded like the
+#: question: 64 is the largest keyword budget and lexical term count, and more than any
+#: question names (a 4,096-character question derives a few dozen at most).
+MAX_HINTS = 64
+#: Longest hint, in characters: as long as a document id or a long URL handle.
+MAX_HINT_CHARS = 512
+#: Most families one :func:`reset_feedback` call names.
+MAX_FAMILIES = 10_000
+#: Longest reason of a :func:`forget` call, in characters (it is kept in the audit table).
+MAX_REASON_CHARS = 4_096
 
 
 def ingest(
@@ -156,23 +168,18 @@ def supersede(
 
 
 def _check_question(question: object) -> str:
-    if not isinstance(question, str):
-        raise InputError(f"question must be a string, got {type(question).__name__}")
-    if not question.strip():
-        raise InputError("question must not be empty or whitespace only")
-    if len(question) > MAX_QUERY_CHARS:
-        raise InputError(f"question must be at most {MAX_QUERY_CHARS} characters, got {len(question)}")
-    if "\x00" in question:
-        raise InputError("question must not contain NUL characters")
-    return question
+    return check_text("question", question, max_chars=MAX_QUERY_CHARS)
 
 
-def _strings(name: str, values: Sequence[str] | None) -> tuple[str, ...]:
+def _strings(name: str, values: Sequence[str] | None, *, limit: int = MAX_HINTS) -> tuple[str, ...]:
     if values is None:
         return ()
-    if isinstance(values, str) or not all(isinstance(v, str) and v.strip() for v in values):
-        raise InputError(f"{name} must be a list of non-empty strings, got {values!r}")
-    return tuple(v.strip() for v in values)
+    if isinstance(values, str) or not isinstance(values, Iterable):
+        raise InputError(f"{name} must be a list of non-empty strings, got {describe_value(values)}")
+    items = list(itertools.islice(values, limit + 1))
+    if len(items) > limit:
+        raise InputError(f"{name} must hold at most {limit} values, got more")
+    return tuple(check_text(f"{name}[{i}]", v, max_chars=MAX_HINT_CHARS).strip() for i, v in enumerate(items))
 
 
 def _hints(
@@ -185,7 +192,7 @@ def _hints(
     time_from = time_to = None
     if time_range is not None:
         if not isinstance(time_range, tuple | list) or len(time_range) != 2:
-            raise InputError(f"time_range must be a (start, end) pair, got {time_range!r}")
+            raise InputError(f"time_range must be a (start, end) pair, got {describe_value(time_range)}")
         start, end = time_range
         time_from = parse_timestamp(start, "time_range start") if start is not None else None
         time_to = parse_timestamp(end, "time_range end") if end is not None else None
@@ -196,7 +203,7 @@ def _hints(
         role_filter = _strings("roles", roles)
         unknown = [r for r in role_filter if r not in ROLES]
         if unknown or not role_filter:
-            raise InputError(f"roles must be a non-empty list of {', '.join(ROLES)}; got {list(roles)!r}")
+            raise InputError(f"roles must be a non-empty list of {', '.join(ROLES)}; got {describe_value(roles)}")
     return Hints(
         entities=_strings("entities", entities),
         time_from=time_from,
@@ -233,8 +240,10 @@ def build_hints(
 
 
 def _merge(given: tuple[str, ...], derived: tuple[str, ...]) -> tuple[str, ...]:
+    """The given hints, then derived ones not among them, at most MAX_HINTS in all."""
     seen = {value.lower() for value in given}
-    return given + tuple(value for value in derived if value.lower() not in seen)
+    usable = (value for value in derived if value.lower() not in seen and len(value) <= MAX_HINT_CHARS)
+    return (given + tuple(usable))[:MAX_HINTS]
 
 
 def _with_derived(hints: Hints, derived: QueryHints) -> Hints:
@@ -353,7 +362,7 @@ def pack(
         Persist the pack and its diagnostics to ``pgmem.pack_log`` (one more
         statement, in the caller's transaction if there is one).
     timeout : float, optional
-        Seconds stage one may run; past it the statement is cancelled and
+        Seconds stage one may run (0 < timeout <= 86,400); past it the statement is cancelled and
         :class:`pgmem.DatabaseError` says so (inside a transaction, the transaction is
         then aborted, as after any failed statement). Server-side limits still apply.
 
@@ -387,7 +396,7 @@ def pack(
             raise ConfigurationError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
     packing = _packing(packing, budget, token_budget, role_quotas, family_cap)
     if timeout is not None:
-        at_least("timeout", timeout, 0.0, strict=True)
+        timeout = timeout_seconds("timeout", timeout)
     model = resolve_embedder(embedder)
 
     query_vector = embed_unique(model, [question])[0]
@@ -498,20 +507,15 @@ def forget(
     given = [(scope, value) for scope, value in selectors.items() if value is not None]
     if len(given) != 1:
         raise InputError("forget needs exactly one of note_ids, document_id or family")
-    if not isinstance(reason, str) or not reason.strip():
-        raise InputError("forget: reason must be a non-empty string")
+    check_text("forget: reason", reason, max_chars=MAX_REASON_CHARS)
     scope, value = given[0]
     if scope == "notes":
-        if isinstance(value, str) or not value:
+        selector = _note_ids("forget: note_ids", value)
+        if not selector:
             raise InputError("forget: note_ids must be a non-empty list of note ids")
-        try:
-            selector = [str(uuid.UUID(str(v))) for v in value]
-        except ValueError:
-            raise InputError(f"forget: note_ids must be UUIDs, got {list(value)!r}") from None
-    elif not isinstance(value, str) or not value:
-        raise InputError(f"forget: {scope} must be a non-empty string")
     else:
-        selector = [value]
+        field = "document_id" if scope == "document" else scope
+        selector = [check_text(f"forget: {field}", value, max_chars=MAX_ID_CHARS)]
     with database_errors("forget"):
         row = conn.execute(
             query("forget"), {"namespace": namespace, "scope": scope, "selector": selector, "reason": reason}
@@ -519,6 +523,20 @@ def forget(
     if row is None:
         raise DatabaseError("forget: pgmem.forget_v1 returned nothing")
     return ForgetResult(audit_id=int(row[0]), notes_removed=int(row[1]))
+
+
+def _uuid(name: str, value: object) -> str:
+    """``value`` as a canonical UUID string, else InputError naming ``name``."""
+    # Only text is parsed: str() of an arbitrary object can fail in any way.
+    parsed = value
+    if isinstance(value, str):
+        try:
+            parsed = uuid.UUID(value)
+        except ValueError:
+            parsed = None
+    if not isinstance(parsed, uuid.UUID):
+        raise InputError(f"{name} must be a UUID, got {describe_value(value)}")
+    return str(parsed)
 
 
 @dataclass(frozen=True)
@@ -531,16 +549,16 @@ class FeedbackResult:
 
 
 def _note_ids(name: str, values: Iterable[str] | None) -> list[str]:
+    """Canonical note ids from a list of UUIDs, else InputError naming the bad element."""
     if values is None:
         return []
-    if isinstance(values, str):
-        raise InputError(f"feedback: {name} must be a list of note ids, got the string {values!r}")
-    ids: list[str] = []
-    for value in values:
-        try:
-            ids.append(str(uuid.UUID(str(value))))
-        except ValueError:
-            raise InputError(f"feedback: {name} must hold note ids (UUIDs), got {value!r}") from None
+    if isinstance(values, str) or not isinstance(values, Iterable):
+        raise InputError(f"{name} must be a list of note ids, got {describe_value(values)}")
+    return [_uuid(f"{name}[{i}]", v) for i, v in enumerate(values)]
+
+
+def _unique_note_ids(name: str, values: Iterable[str] | None) -> list[str]:
+    ids = _note_ids(f"feedback: {name}", values)
     if len(set(ids)) != len(ids):
         raise InputError(f"feedback: {name} names a note twice")
     return ids
@@ -583,20 +601,17 @@ def feedback(
         How many judgements were recorded and the updated totals of the families touched.
     """
     check_namespace(namespace)
-    good = _note_ids("helpful", helpful)
-    bad = _note_ids("unhelpful", unhelpful)
+    good = _unique_note_ids("helpful", helpful)
+    bad = _unique_note_ids("unhelpful", unhelpful)
     if not good and not bad:
         raise InputError("feedback: give at least one helpful or unhelpful note id")
     both = sorted(set(good) & set(bad))
     if both:
         raise InputError(f"feedback: note {both[0]} is both helpful and unhelpful")
     if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 < weight <= 1000:
-        raise InputError(f"feedback: weight must be in (0, 1000], got {weight!r}")
+        raise InputError(f"feedback: weight must be in (0, 1000], got {describe_value(weight)}")
     if pack_id is not None:
-        try:
-            pack_id = str(uuid.UUID(str(pack_id)))
-        except ValueError:
-            raise InputError(f"feedback: pack_id must be a UUID, got {pack_id!r}") from None
+        pack_id = _uuid("feedback: pack_id", pack_id)
     arguments = {"namespace": namespace, "helpful": good, "unhelpful": bad, "weight": float(weight), "pack_id": pack_id}
     with database_errors("feedback"):
         rows = conn.execute(query("feedback"), arguments).fetchall()
@@ -614,7 +629,7 @@ def reset_feedback(conn: psycopg.Connection[Any], *, namespace: str, families: S
     be a member of ``pgmem_admin``. Returns how many judgements were deleted.
     """
     check_namespace(namespace)
-    selected = None if families is None else list(_strings("families", families))
+    selected = None if families is None else list(_strings("families", families, limit=MAX_FAMILIES))
     if selected is not None and not selected:
         raise InputError("reset_feedback: families must be None (all) or a non-empty list")
     with database_errors("reset feedback"):

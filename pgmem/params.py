@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, get_args
 
 from pgmem.errors import ConfigurationError
-from pgmem.validate import at_least, between, finite, whole
+from pgmem.validate import at_least, between, describe_value, finite, whole
 
 Mode = Literal["calibrated", "relevance", "raw_bonus", "beta"]
 MODES: tuple[str, ...] = get_args(Mode)
@@ -42,7 +42,7 @@ class _Params:
         unknown = sorted(set(values) - known)
         if unknown:
             raise ConfigurationError(
-                f"{cls.__name__} has no parameter {unknown[0]!r}; known: {', '.join(sorted(known))}"
+                f"{cls.__name__} has no parameter {describe_value(unknown[0])}; known: {', '.join(sorted(known))}"
             )
         return cls(**values)
 
@@ -67,10 +67,12 @@ class StageOneParams(_Params):
         this many notes (default 5000), so lexical search cost stays bounded as the
         store grows; the rarest term is always used.
     bm25_k1, bm25_b : float
-        BM25 term-frequency saturation and length normalisation (defaults 1.2, 0.75).
+        BM25 term-frequency saturation and length normalisation (defaults 1.2, 0.75;
+        0..100 and 0..1: past a few units k1 no longer saturates anything).
     dense_weight, lexical_weight : float
         Base score = dense_weight * cosine + lexical_weight * BM25 / max BM25 in the pool
-        (defaults 0.7, 0.3).
+        (defaults 0.7, 0.3; each 0..1000, far past where the bounded boosts stop
+        mattering, and below where the database's arithmetic would overflow).
     entity_boost, time_boost, keyword_boost, handle_boost : float
         Maximum additive boost for matching entity hints (scaled by tag confidence),
         time hints, keyword hints and exact micro-handles (defaults 0.05 each, 0..1).
@@ -106,10 +108,10 @@ class StageOneParams(_Params):
         whole("lex_max_terms", self.lex_max_terms, 1, 64)
         whole("lex_max_postings", self.lex_max_postings, 1)
         whole("neighbour_seeds", self.neighbour_seeds, 0, 100)
-        at_least("bm25_k1", self.bm25_k1, 0.0)
+        between("bm25_k1", self.bm25_k1, 0.0, 100.0)
         between("bm25_b", self.bm25_b, 0.0, 1.0)
-        at_least("dense_weight", self.dense_weight, 0.0)
-        at_least("lexical_weight", self.lexical_weight, 0.0)
+        between("dense_weight", self.dense_weight, 0.0, 1000.0)
+        between("lexical_weight", self.lexical_weight, 0.0, 1000.0)
         if self.dense_weight + self.lexical_weight == 0:
             raise ConfigurationError("dense_weight + lexical_weight must be > 0, got 0: no relevance signal left")
         for name in ("entity_boost", "time_boost", "keyword_boost", "handle_boost", "link_weight"):
@@ -214,8 +216,10 @@ class PackParams(_Params):
             )
         for role, quota in self.role_quotas.items():
             if role not in ROLES:
-                raise ConfigurationError(f"role_quotas has unknown role {role!r}; roles are {', '.join(ROLES)}")
-            whole(f"role_quotas[{role!r}]", quota, 0)
+                raise ConfigurationError(
+                    f"role_quotas has unknown role {describe_value(role)}; roles are {', '.join(ROLES)}"
+                )
+            whole(f"role_quotas[{describe_value(role)}]", quota, 0)
         # Freeze the mapping so a caller mutating its dict cannot change a logged pack.
         object.__setattr__(self, "role_quotas", dict(sorted(self.role_quotas.items())))
         if self.family_cap is not None:
@@ -229,5 +233,5 @@ class PackParams(_Params):
 def check_mode(mode: str) -> Mode:
     """Return ``mode`` if it is a known ablation mode, else raise ConfigurationError."""
     if mode not in MODES:
-        raise ConfigurationError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        raise ConfigurationError(f"mode must be one of {', '.join(MODES)}, got {describe_value(mode)}")
     return mode  # type: ignore[return-value]

@@ -80,7 +80,7 @@ def test_notes_of_another_namespace_are_unknown(store: psycopg.Connection[Any], 
     [
         ({}, "at least one"),
         ({"helpful": "not-a-list"}, "list of note ids"),
-        ({"helpful": ["nope"]}, "UUIDs"),
+        ({"helpful": ["nope"]}, r"helpful\[0\] must be a UUID"),
         ({"helpful": ["00000000-0000-4000-8000-000000000001"] * 2}, "twice"),
         ({"helpful": ["00000000-0000-4000-8000-000000000001"], "weight": 0}, "weight"),
         ({"helpful": ["00000000-0000-4000-8000-000000000001"], "weight": float("nan")}, "weight"),

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pgmem.errors import ConfigurationError, EmbeddingError, InputError
+from pgmem.validate import describe_value
 
 if TYPE_CHECKING:
     from pgmem.embeddings.minilm import MiniLMEmbedder
@@ -29,6 +30,9 @@ ENVIRONMENT_VARIABLE = "PGMEM_EMBEDDER"
 DEFAULT_SPEC = "minilm"
 DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
 SPEC_CHOICES = "'default', 'minilm', 'hashing', 'hashing:<dimension>', 'openai', 'openai:<model>'"
+#: Largest embedding dimension pgmem stores: pgvector's HNSW index takes halfvec up to
+#: 4,000 dimensions (the CHECK on ``pgmem.embedding_models`` says the same).
+MAX_DIMENSION = 4_000
 
 
 @runtime_checkable
@@ -242,9 +246,12 @@ def _from_spec(spec: str) -> Embedder:
 
         if not option:
             return HashingEmbedder(DEFAULT_DIMENSION)
-        if not option.isdigit():
+        # ASCII digits only: str.isdigit() also accepts "²", which int() refuses, and a
+        # number of thousands of digits, which int() refuses past 4,300.
+        if not (option.isascii() and option.isdigit() and len(option) <= len(str(MAX_DIMENSION))):
             raise ConfigurationError(
-                f"embedder spec {spec!r}: the hashing dimension must be a whole number, got {option!r}"
+                f"embedder spec {describe_value(spec)}: the hashing dimension must be a whole number"
+                f" in [2, {MAX_DIMENSION}], got {describe_value(option)}"
             )
         return HashingEmbedder(int(option))
     if kind == "openai":

@@ -12,8 +12,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from pgmem.embeddings.base import Vectors, as_text_list
-from pgmem.errors import ConfigurationError
+from pgmem.embeddings.base import MAX_DIMENSION, Vectors, as_text_list
+from pgmem.validate import whole
 
 DEFAULT_DIMENSION = 384
 
@@ -82,8 +82,7 @@ class HashingEmbedder:
     """
 
     def __init__(self, dimension: int = DEFAULT_DIMENSION) -> None:
-        if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 2:
-            raise ConfigurationError(f"HashingEmbedder dimension must be a whole number >= 2, got {dimension!r}")
+        whole("HashingEmbedder dimension", dimension, 2, MAX_DIMENSION)
         self.dimension = dimension
         self.name = f"hashing-v1-{dimension}"
 

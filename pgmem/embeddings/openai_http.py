@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from pgmem.embeddings.base import Vectors, as_text_list, normalize_rows
+from pgmem.embeddings.base import MAX_DIMENSION, Vectors, as_text_list, normalize_rows
 from pgmem.errors import ConfigurationError, EmbeddingError
+from pgmem.validate import at_least, describe_value, text_problem, timeout_seconds, whole
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 BASE_URL_VARIABLES = ("PGMEM_OPENAI_BASE_URL", "OPENAI_BASE_URL")
@@ -37,6 +38,8 @@ API_KEY_VARIABLES = ("PGMEM_OPENAI_API_KEY", "OPENAI_API_KEY")
 MAX_RETRY_AFTER = 60.0
 MAX_BACKOFF = 30.0
 BODY_EXCERPT_CHARS = 300
+#: Longest model name, in characters (it is stored as the embedding model's name).
+MAX_MODEL_CHARS = 256
 _PROBE_TEXT = "dimension probe"
 
 
@@ -103,7 +106,7 @@ class OpenAIEmbedder:
     batch_size : int
         Texts per request (default 128).
     timeout : float
-        Seconds to wait for each request (default 30).
+        Seconds to wait for each request (default 30; at most 86,400).
     max_retries : int
         Retries after the first attempt on HTTP 429, 5xx, connection errors and
         timeouts (default 5); other 4xx responses fail at once.
@@ -131,8 +134,8 @@ class OpenAIEmbedder:
         max_retries: int = 5,
         backoff: float = 0.5,
     ) -> None:
-        if not isinstance(model, str) or not model.strip():
-            raise ConfigurationError(f"OpenAIEmbedder model must be a non-empty name, got {model!r}")
+        if not isinstance(model, str) or text_problem(model, max_chars=MAX_MODEL_CHARS):
+            raise ConfigurationError(f"OpenAIEmbedder model must be a non-empty name, got {describe_value(model)}")
         root = base_url or _first_environment_value(BASE_URL_VARIABLES) or DEFAULT_BASE_URL
         parsed = urllib.parse.urlsplit(root)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
@@ -140,11 +143,11 @@ class OpenAIEmbedder:
                 f"OpenAIEmbedder base_url must be an http(s) URL such as {DEFAULT_BASE_URL}, got {root!r}"
             )
         if dimension is not None:
-            _check_whole("dimension", dimension, 1)
-        _check_whole("batch_size", batch_size, 1)
-        _check_whole("max_retries", max_retries, 0)
-        _check_positive("timeout", timeout, allow_zero=False)
-        _check_positive("backoff", backoff, allow_zero=True)
+            whole("OpenAIEmbedder dimension", dimension, 1, MAX_DIMENSION)
+        whole("OpenAIEmbedder batch_size", batch_size, 1)
+        whole("OpenAIEmbedder max_retries", max_retries, 0)
+        timeout_seconds("OpenAIEmbedder timeout", timeout)
+        at_least("OpenAIEmbedder backoff", backoff, 0.0)
         self.model = model.strip()
         self.name = f"openai:{self.model}"
         self.endpoint = root.rstrip("/") + "/embeddings"
@@ -299,20 +302,3 @@ class OpenAIEmbedder:
             return retry_after
         # Jitter spreads out clients that failed together, so they do not retry in step.
         return min(MAX_BACKOFF, self.backoff * 2.0**attempt) * random.uniform(0.5, 1.0)
-
-
-def _check_whole(name: str, value: int, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigurationError(f"OpenAIEmbedder {name} must be a whole number >= {low}, got {value!r}")
-
-
-def _check_positive(name: str, value: float, *, allow_zero: bool) -> None:
-    valid = (
-        not isinstance(value, bool)
-        and isinstance(value, int | float)
-        and math.isfinite(value)
-        and (value > 0 or (allow_zero and value == 0))
-    )
-    if not valid:
-        rule = ">= 0" if allow_zero else "> 0"
-        raise ConfigurationError(f"OpenAIEmbedder {name} must be a finite number {rule}, got {value!r}")

@@ -25,8 +25,9 @@ from datetime import datetime, timedelta
 from pgmem.errors import ConfigurationError, InputError
 from pgmem.eval.datasets import EvalCorpus, EvalQuestion
 from pgmem.eval.metrics import QuestionResult, evidence_recall
-from pgmem.ingest.spans import parse_timestamp, validate_span
+from pgmem.ingest.spans import validate_span
 from pgmem.types import Span
+from pgmem.validate import parse_timestamp
 
 __all__ = [
     "CONDITIONS",

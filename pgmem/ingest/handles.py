@@ -8,8 +8,10 @@ written (no case folding) and in the order they first appear.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 # Units written after a number, with or without a space ("12 kg", "12kg") ...
 _UNITS = (
@@ -27,13 +29,19 @@ _CURRENCY = re.compile(r"[$€£¥₹]")
 
 # Each pattern comes with a cheap test on the raw text: most spans contain none of
 # these characters, and skipping a regex pass is what keeps the write path fast.
+# Every pattern runs in linear time. A run such as "a.a.a..." or "1,1,1,..." offers a
+# match start at each of its pieces, and rescanning the run from each of them was
+# quadratic (a crafted 16 KiB span took minutes). Possessive quantifiers (*+, ++) never
+# give back what cannot lead to a match, and the fixed-width lookbehinds only start a
+# match in the first 40-128 characters of such a run: longer than any number, e-mail
+# local part (64 at most, RFC 5321) or run of dotted names seen in text.
 _PATTERNS: tuple[tuple[Callable[[str], bool], re.Pattern[str]], ...] = (
     # URLs, with or without a scheme; trailing punctuation belongs to the sentence.
     (
         lambda t: "://" in t or "www." in t,
         re.compile(r"(?:\bhttps?://|\bwww\.)[^\s<>\"'`)\]}]*[^\s<>\"'`)\]}.,;:!?]"),
     ),
-    (lambda t: "@" in t, re.compile(r"\b[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")),
+    (lambda t: "@" in t, re.compile(r"\b(?<![\w.+-]{64})[\w.+-]++@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")),
     # @mentions (after e-mails, which contain an @ too).
     (lambda t: "@" in t, re.compile(r"(?<![\w.@])@[A-Za-z_]\w{1,38}")),
     (
@@ -59,7 +67,7 @@ _PATTERNS: tuple[tuple[Callable[[str], bool], re.Pattern[str]], ...] = (
     (
         lambda t: _DIGIT.search(t) is not None,
         re.compile(
-            r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:\s?(?:million|billion|thousand))?"
+            r"(?<![\w.])(?<![\d,]{40})\d[\d,]*+(?:\.\d+)?(?:\s?(?:million|billion|thousand))?"
             r"(?:\s?(?:" + _UNITS + r")|(?:" + _ATTACHED_UNITS + r"))(?![\w/])",
             re.IGNORECASE,
         ),
@@ -73,7 +81,7 @@ _PATTERNS: tuple[tuple[Callable[[str], bool], re.Pattern[str]], ...] = (
     # Code identifiers: snake_case, camelCase, dotted.paths, and anything in backticks.
     (lambda t: "_" in t, re.compile(r"\b[A-Za-z]\w*_\w+\b")),
     (lambda t: True, re.compile(r"\b[a-z]+(?:[A-Z][a-z0-9]+)+\b")),
-    (lambda t: "." in t, re.compile(r"\b[a-z_]\w*(?:\.[a-z_]\w*)+(?=\()")),
+    (lambda t: "." in t, re.compile(r"\b(?<![\w.]{128})[a-z_]\w*+(?:\.[a-z_]\w*+)++(?=\()")),
 )
 _BACKTICKED = re.compile(r"`([^`\n]{1,80})`")
 _QUOTED = re.compile(r"\"([^\"\n]{2,80})\"|“([^”\n]{2,80})”|‘([^’\n]{2,80})’(?!\w)")
@@ -98,30 +106,40 @@ def extract_handles(text: str) -> tuple[str, ...]:
         ``2.3.1`` of ``v2.3.1``) is not repeated.
     """
     found: list[tuple[int, int, str]] = []
-    taken: list[tuple[int, int]] = []
-
-    def add(start: int, end: int, value: str) -> None:
-        value = value.strip()
-        if not value or "\x00" in value:
-            return
-        if any(s <= start and end <= e for s, e in taken):
-            return
-        taken.append((start, end))
-        found.append((start, end, value))
-
-    for quick_test, pattern in _PATTERNS:
-        if quick_test(text):
-            for match in pattern.finditer(text):
-                if not _BRANDS.match(match.group(0)):
-                    add(match.start(), match.end(), match.group(0))
-    if "`" in text:
-        for match in _BACKTICKED.finditer(text):
-            add(match.start(1), match.end(1), match.group(1))
-    if any(q in text for q in '"“‘'):
-        for match in _QUOTED.finditer(text):
-            group = match.lastindex or 1
-            add(match.start(group), match.end(group), match.group(group))
+    for matches in _passes(text):
+        # The matches of one pass never overlap, so a match is only ever inside one of
+        # an earlier pass: look it up in those, sorted by start, in logarithmic time
+        # (a scan of every earlier match was quadratic on texts with thousands).
+        earlier = sorted((start, end) for start, end, _ in found)
+        reach = list(itertools.accumulate((end for _, end in earlier), max))
+        for start, end, value in matches:
+            value = value.strip()
+            if not value or "\x00" in value:
+                continue
+            before = bisect.bisect_right(earlier, start, key=lambda span: span[0])
+            if before and reach[before - 1] >= end:
+                continue
+            found.append((start, end, value))
     unique: dict[str, None] = {}
     for _, _, value in sorted(found):
         unique.setdefault(value, None)
     return tuple(unique)
+
+
+def _passes(text: str) -> Iterator[Iterator[tuple[int, int, str]]]:
+    """The matches of each pattern, pass by pass in priority order, as (start, end, value)."""
+    for quick_test, pattern in _PATTERNS:
+        if quick_test(text):
+            yield (
+                (match.start(), match.end(), match.group(0))
+                for match in pattern.finditer(text)
+                if not _BRANDS.match(match.group(0))
+            )
+    if "`" in text:
+        yield ((match.start(1), match.end(1), match.group(1)) for match in _BACKTICKED.finditer(text))
+    if any(q in text for q in '"“‘'):
+        yield (
+            (match.start(group), match.end(group), match.group(group))
+            for match in _QUOTED.finditer(text)
+            for group in [match.lastindex or 1]
+        )

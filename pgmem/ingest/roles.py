@@ -33,7 +33,10 @@ _PROCEDURE = re.compile(
 _DEFINITION = re.compile(
     r"\b(?:is|are)\s+defined\s+as\b|\brefers?\s+to\b|\bstands?\s+for\b|\b(?:also\s+)?known\s+as\b|\ba\.k\.a\.?"
     r"|\bis\s+(?:a|an)\s+(?:type|kind|form|sort|class|branch|method|unit|measure)\s+of\b"
-    r"|^\W*(?:an?\s+|the\s+)?[\w'’-]+(?:\s+[\w'’-]+){0,3}\s+(?:is|means)\s+(?:an?|the)\s+\w+(?:\s+\w+){0,4}\s+"
+    # At most 64 leading non-word characters: \W and the first word both take "-" and
+    # quotes, and trying every split of a long run of them was quadratic (14 s on a
+    # 16 KiB span of dashes).
+    r"|^\W{0,64}(?:an?\s+|the\s+)?[\w'’-]+(?:\s+[\w'’-]+){0,3}\s+(?:is|means)\s+(?:an?|the)\s+\w+(?:\s+\w+){0,4}\s+"
     r"(?:that|which|who|of|used|for|with|where|in\s+which)\b",
     re.IGNORECASE,
 )

@@ -130,7 +130,8 @@ def spans_from_jsonl(path: Path) -> list[Span]:
                 if not isinstance(record, dict):
                     raise TypeError("a line must hold a JSON object")
                 spans.append(Span(**record))
-            except (json.JSONDecodeError, TypeError) as exc:
+            # ValueError covers bad JSON and integers of over 4,300 digits.
+            except (ValueError, TypeError, RecursionError) as exc:
                 raise InputError(f"{path}:{number}: not a span record ({exc})") from None
     return spans
 
@@ -142,7 +143,7 @@ def _holds_span_records(path: Path) -> bool:
             if line.strip():
                 try:
                     record = json.loads(line)
-                except json.JSONDecodeError:
+                except (ValueError, RecursionError):
                     return True  # let the span reader report the line
                 return not isinstance(record, dict) or "start" in record or "end" in record
     return True
@@ -426,22 +427,27 @@ def _session_time(value: object, describe: str) -> datetime:
 
 
 def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(_read_text(path))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    return _loads(_read_text(path), path)
 
 
 def _read_turn_lines(path: Path) -> list[tuple[str, object]]:
     records: list[tuple[str, object]] = []
     for number, line in enumerate(_read_text(path).split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append((f"{path}:{number}", json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{number}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        if line.strip():
+            records.append((f"{path}:{number}", _loads(line, path, number)))
     return records
+
+
+def _loads(text: str, path: Path, line: int | None = None) -> Any:
+    """The JSON value of ``text`` (the file ``path``, or its line ``line``), else InputError."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{line or exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise InputError(f"{path}:{line or 1}: JSON nested too deeply to read") from None
+    except ValueError as exc:  # an integer of over 4,300 digits
+        raise InputError(f"{path}:{line or 1}: not usable JSON ({exc})") from None
 
 
 # -- dispatch ---------------------------------------------------------------------------

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,6 +13,15 @@ from typing import Any
 from pgmem.errors import InputError
 from pgmem.params import ROLES
 from pgmem.types import Span
+from pgmem.validate import (
+    CONFIDENCE_RULE,
+    INT4_MAX,
+    describe_value,
+    invalid_confidence,
+    metadata_problem,
+    parse_timestamp,
+    text_problem,
+)
 
 #: Largest span text accepted, in UTF-8 bytes. Notes are atomic: a longer text is a
 #: document to split, not a note (and would be truncated by any embedder).
@@ -50,34 +58,9 @@ def _fail(index: int, span: object, field: str, rule: str) -> InputError:
 
 
 def _check_text_field(index: int, span: object, field: str, value: object, *, optional: bool, limit: int) -> None:
-    if value is None and optional:
-        return
-    if not isinstance(value, str):
-        raise _fail(index, span, field, f"must be a string, got {type(value).__name__}")
-    if not value.strip() and not optional:
-        raise _fail(index, span, field, "must not be empty or whitespace only")
-    if len(value) > limit:
-        raise _fail(index, span, field, f"must be at most {limit} characters, got {len(value)}")
-    if "\x00" in value:
-        raise _fail(index, span, field, "must not contain NUL characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise _fail(index, span, field, f"is not valid Unicode text ({exc.reason})") from None
-
-
-def parse_timestamp(value: datetime | str, describe: str) -> datetime:
-    """A timezone-aware datetime from a datetime or ISO 8601 text, else InputError."""
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise InputError(f"{describe} must be an ISO 8601 timestamp, got {value!r}") from None
-    if not isinstance(value, datetime):
-        raise InputError(f"{describe} must be a datetime or ISO 8601 text, got {type(value).__name__}")
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise InputError(f"{describe} must be timezone-aware (e.g. 2023-05-08T13:56:00+00:00), got {value.isoformat()}")
-    return value
+    problem = text_problem(value, max_chars=limit, optional=optional)
+    if problem:
+        raise _fail(index, span, field, problem)
 
 
 def validate_span(index: int, span: object, namespace: str) -> ValidSpan:
@@ -95,9 +78,12 @@ def validate_span(index: int, span: object, namespace: str) -> ValidSpan:
     for name in ("start", "end"):
         value = getattr(span, name)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise _fail(index, span, name, f"must be a whole number, got {value!r}")
-    if span.start < 0:
-        raise _fail(index, span, "start", f"must be >= 0, got {span.start}")
+            raise _fail(index, span, name, f"must be a whole number, got {describe_value(value)}")
+        if value < 0:
+            raise _fail(index, span, name, f"must be >= 0, got {describe_value(value)}")
+        if value > INT4_MAX:
+            rule = f"must be at most {INT4_MAX} (PostgreSQL integer), got {describe_value(value)}"
+            raise _fail(index, span, name, rule)
     if span.end <= span.start:
         raise _fail(index, span, "end", f"must be greater than start ({span.start}), got {span.end}")
     if span.end - span.start != size:
@@ -108,11 +94,11 @@ def validate_span(index: int, span: object, namespace: str) -> ValidSpan:
             f"must cover exactly the text's {size} UTF-8 bytes, got end - start = {span.end - span.start}",
         )
     if span.role is not None and span.role not in ROLES:
-        raise _fail(index, span, "role", f"must be one of {', '.join(ROLES)}, got {span.role!r}")
+        raise _fail(index, span, "role", f"must be one of {', '.join(ROLES)}, got {describe_value(span.role)}")
     if span.confidence is not None:
         c = span.confidence
-        if isinstance(c, bool) or not isinstance(c, int | float) or not math.isfinite(c) or not 0 <= c <= 1:
-            raise _fail(index, span, "confidence", f"must be a number in [0, 1], got {c!r}")
+        if invalid_confidence(c):
+            raise _fail(index, span, "confidence", f"{CONFIDENCE_RULE}, got {describe_value(c)}")
     source_ts = None
     if span.source_ts is not None:
         try:
@@ -122,10 +108,9 @@ def validate_span(index: int, span: object, namespace: str) -> ValidSpan:
     metadata: Mapping[str, Any] = span.metadata or {}
     if not isinstance(metadata, Mapping):
         raise _fail(index, span, "metadata", f"must be a mapping, got {type(metadata).__name__}")
-    try:
-        json.dumps(metadata, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise _fail(index, span, "metadata", f"must be JSON-serialisable ({exc})") from None
+    problem = metadata_problem(metadata)
+    if problem:
+        raise _fail(index, span, "", problem)
     return ValidSpan(
         index=index,
         note_id=note_id(namespace, span.document_id, span.start, span.end, span.text),

@@ -379,7 +379,11 @@ def _hard_cut(text: str, start: int, end: int, limit: int) -> list[Range]:
 
 # -- sentences --------------------------------------------------------------------------
 
-_TERMINATOR = re.compile(r"(?:[.!?…]+['\"’”)\]»]*(?=\s)|[。！？]+['\"’”」』)\]]*)")
+# Linear on a long run of terminators ("....", no space): a match starts only at the
+# run's first character and never gives back part of it (rescanning the run from each
+# of its characters was quadratic, 6 s on a 16 KiB span). A later start in the same
+# run would fail the same way: the run and its closers must be followed by white space.
+_TERMINATOR = re.compile(r"(?:(?<![.!?…])[.!?…]++['\"’”)\]»]*+(?=\s)|[。！？]+['\"’”」』)\]]*)")
 _OPENERS = "\"'“‘«([¿¡*_"
 # Abbreviations compared as written (a capitalised word that is also a common word
 # would otherwise stop every sentence ending in it).

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,10 +27,18 @@ from pgmem.db.vectors import vector_literal
 from pgmem.embeddings import Embedder, embed_unique
 from pgmem.errors import InputError, SchemaError
 from pgmem.ingest.enricher import Enricher, Enrichment, RuleEnricher, SpanInput
-from pgmem.ingest.spans import MAX_CONTEXT_CHARS, ValidSpan, validate_span
+from pgmem.ingest.spans import MAX_CONTEXT_CHARS, MAX_SPAN_BYTES, ValidSpan, validate_span
 from pgmem.params import ROLES
 from pgmem.types import Span
-from pgmem.validate import check_namespace
+from pgmem.validate import (
+    CONFIDENCE_RULE,
+    check_namespace,
+    check_text,
+    describe_value,
+    invalid_confidence,
+    text_problem,
+    timestamp_problem,
+)
 
 #: Spans embedded and copied per chunk; a batch of any size is still one transaction.
 CHUNK = 256
@@ -171,23 +178,35 @@ def _checked(item: ValidSpan, facets: Enrichment) -> Enrichment:
     is caller code: its mistakes get the same clear errors as a bad span)."""
     where = f"span {item.index}: the enricher returned"
     if facets.role not in ROLES:
-        raise InputError(f"{where} role {facets.role!r}; roles are {', '.join(ROLES)}")
+        raise InputError(f"{where} role {describe_value(facets.role)}; roles are {', '.join(ROLES)}")
     c = facets.confidence
-    if isinstance(c, bool) or not isinstance(c, int | float) or not math.isfinite(c) or not 0 <= c <= 1:
-        raise InputError(f"{where} confidence {c!r}; it must be a number in [0, 1]")
-    if not isinstance(facets.context, str) or "\x00" in facets.context or len(facets.context) > MAX_CONTEXT_CHARS:
+    if invalid_confidence(c):
+        raise InputError(f"{where} confidence {describe_value(c)}; it {CONFIDENCE_RULE}")
+    if not isinstance(facets.context, str) or text_problem(facets.context, max_chars=MAX_CONTEXT_CHARS, optional=True):
         raise InputError(f"{where} an invalid context (a string of at most {MAX_CONTEXT_CHARS} characters, no NUL)")
     for entity in facets.entities:
-        if not 0 <= entity.confidence <= 1:
-            raise InputError(f"{where} entity {entity.text!r} with confidence {entity.confidence!r} outside [0, 1]")
-    for tag in facets.time_tags:
-        if not 0 <= tag.confidence <= 1 or tag.end <= tag.start or tag.start.tzinfo is None:
+        text, confidence = entity.text, entity.confidence
+        text_ok = isinstance(text, str) and not text_problem(text, max_chars=MAX_SPAN_BYTES, optional=True)
+        if not text_ok or not isinstance(confidence, int | float) or not 0 <= confidence <= 1:
             raise InputError(
-                f"{where} an invalid time tag {tag.text!r} (aware datetimes, end after start, confidence in [0, 1])"
+                f"{where} entity {describe_value(text)} with confidence {describe_value(confidence)}: it must be"
+                " valid text with a confidence in [0, 1]"
+            )
+    for tag in facets.time_tags:
+        bounds = (tag.start, tag.end)
+        if (
+            not all(isinstance(bound, datetime) and not timestamp_problem(bound) for bound in bounds)
+            or tag.end <= tag.start
+            or not isinstance(tag.confidence, int | float)
+            or not 0 <= tag.confidence <= 1
+        ):
+            raise InputError(
+                f"{where} an invalid time tag {describe_value(tag.text)} (aware datetimes PostgreSQL can store,"
+                " end after start, confidence in [0, 1])"
             )
     for value in (*facets.keywords, *facets.handles):
-        if not isinstance(value, str) or "\x00" in value:
-            raise InputError(f"{where} a keyword or handle that is not a NUL-free string: {value!r}")
+        if not isinstance(value, str) or text_problem(value, max_chars=MAX_SPAN_BYTES, optional=True):
+            raise InputError(f"{where} a keyword or handle that is not valid text: {describe_value(value)}")
     return facets
 
 
@@ -293,11 +312,7 @@ def _row(
 
 def check_reason(reason: object) -> str:
     """A supersede reason as the audit table keeps it, else InputError."""
-    if not isinstance(reason, str) or not reason.strip() or "\x00" in reason:
-        raise InputError("supersede: reason must be a non-empty string without NUL characters")
-    if len(reason) > MAX_REASON_CHARS:
-        raise InputError(f"supersede: reason must be at most {MAX_REASON_CHARS} characters, got {len(reason)}")
-    return reason
+    return check_text("supersede: reason", reason, max_chars=MAX_REASON_CHARS)
 
 
 def _verify_skipped(conn: psycopg.Connection[Any], namespace: str, action: str, skipped: list[ValidSpan]) -> None:

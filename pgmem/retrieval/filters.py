@@ -27,7 +27,7 @@ import types
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final, Literal, TypeAlias
 
 from sqlglot import exp
@@ -37,6 +37,7 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from pgmem.errors import InputError
 from pgmem.params import ROLES
+from pgmem.validate import real_problem, text_problem, timestamp_problem
 
 __all__ = [
     "COLUMNS",
@@ -569,6 +570,9 @@ class _Compiler:
         pattern = self.value_operand(node.expression, node)
         if not isinstance(pattern.value, str):
             raise InputError(f"where: {op.upper()} needs a quoted pattern, got {pattern.text}")
+        problem = _text_problem(pattern.value) or _like_problem(pattern.value)
+        if problem:
+            raise InputError(f"where: {op.upper()} {problem}, got {pattern.text[:80]}")
         return {"op": op, "column": column.ref, "value": pattern.value}
 
     def column_operand(self, node: exp.Expr, context: exp.Expr) -> _Column:
@@ -734,7 +738,8 @@ def _value_problem(kind: ColumnKind, value: object) -> str | None:
             return "needs a finite number"
         if isinstance(value, int) and abs(value) > _MAX_EXACT_INTEGER:
             return "needs an integer within ±2**53 (or a float)"
-        return None
+        # The database compares the number column (confidence) as a real.
+        return real_problem(value)
     if not isinstance(value, str):
         return "is text; quote the value" if kind == "text" else "needs a quoted value"
     text_problem = _text_problem(value)
@@ -742,14 +747,15 @@ def _value_problem(kind: ColumnKind, value: object) -> str | None:
         return text_problem
     if kind == "role" and value not in ROLES:
         return f"must be one of {', '.join(ROLES)}"
-    if kind == "timestamptz" and not _is_timestamp(value):
-        return "needs an ISO 8601 date or timestamp such as '2023-05-01' or '2023-05-01T12:00:00Z'"
+    if kind == "timestamptz":
+        return _timestamp_problem(value)
     return None
 
 
 def _text_problem(value: str) -> str | None:
-    if len(value) > MAX_EXPRESSION_CHARS:
-        return f"is longer than {MAX_EXPRESSION_CHARS} characters"
+    problem = text_problem(value, max_chars=MAX_EXPRESSION_CHARS, optional=True)
+    if problem:
+        return problem
     for char in value:
         problem = _character_problem(char)
         if problem:
@@ -757,14 +763,24 @@ def _text_problem(value: str) -> str | None:
     return None
 
 
-def _is_timestamp(value: str) -> bool:
-    if not _TIMESTAMP.fullmatch(value):
-        return False
-    try:
-        datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    return True
+def _timestamp_problem(value: str) -> str | None:
+    if _TIMESTAMP.fullmatch(value):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+        else:
+            # Without an offset the database reads the value as UTC.
+            return timestamp_problem(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC))
+    return "needs an ISO 8601 date or timestamp such as '2023-05-01' or '2023-05-01T12:00:00Z'"
+
+
+def _like_problem(pattern: str) -> str | None:
+    """A LIKE pattern the database refuses: one ending in its escape character."""
+    escaped = False
+    for char in pattern:
+        escaped = not escaped and char == "\\"
+    return "pattern must not end with the escape character '\\' (write '\\\\' for a backslash)" if escaped else None
 
 
 def _fragment(node: exp.Expr) -> str:
@@ -825,9 +841,13 @@ def _check_node(node: object, prefix: str, path: str, depth: int, counter: _Coun
         kind = _check_column(node["column"], prefix, path)
         if op in _LIKE_OPS and kind != "text":
             raise InputError(f"{prefix}: {path}: {op} needs a text column")
-        problem = _text_problem(node["value"]) if isinstance(node["value"], str) else "must be a string"
+        value = node["value"]
         if op in COMPARISON_OPS:
-            problem = _value_problem(kind, node["value"])
+            problem = _value_problem(kind, value)
+        elif isinstance(value, str):
+            problem = _text_problem(value) or _like_problem(value)
+        else:
+            problem = "must be a string"
         if problem:
             raise InputError(f"{prefix}: {path}.value {problem}")
         return
