@@ -15,7 +15,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from pgmem.db.errors import database_errors
-from pgmem.db.queries import query
+from pgmem.db.queries import query, run
 from pgmem.embeddings import Embedder, embed_unique, resolve_embedder
 from pgmem.errors import ConfigurationError, DatabaseError, InputError
 from pgmem.ingest.enricher import Enricher
@@ -517,12 +517,12 @@ def forget(
         field = "document_id" if scope == "document" else scope
         selector = [check_text(f"forget: {field}", value, max_chars=MAX_ID_CHARS)]
     with database_errors("forget"):
-        row = conn.execute(
-            query("forget"), {"namespace": namespace, "scope": scope, "selector": selector, "reason": reason}
+        row = run(
+            conn, "forget", {"namespace": namespace, "scope": scope, "selector": selector, "reason": reason}
         ).fetchone()
     if row is None:
         raise DatabaseError("forget: pgmem.forget_v1 returned nothing")
-    return ForgetResult(audit_id=int(row[0]), notes_removed=int(row[1]))
+    return ForgetResult(audit_id=int(row["audit_id"]), notes_removed=int(row["notes_removed"]))
 
 
 def _uuid(name: str, value: object) -> str:
@@ -614,10 +614,10 @@ def feedback(
         pack_id = _uuid("feedback: pack_id", pack_id)
     arguments = {"namespace": namespace, "helpful": good, "unhelpful": bad, "weight": float(weight), "pack_id": pack_id}
     with database_errors("feedback"):
-        rows = conn.execute(query("feedback"), arguments).fetchall()
+        rows = run(conn, "feedback", arguments).fetchall()
     return FeedbackResult(
         recorded=len(good) + len(bad),
-        families={str(family): (float(h), float(u)) for family, h, u in rows},
+        families={str(r["family"]): (float(r["helpful"]), float(r["unhelpful"])) for r in rows},
     )
 
 
@@ -633,8 +633,8 @@ def reset_feedback(conn: psycopg.Connection[Any], *, namespace: str, families: S
     if selected is not None and not selected:
         raise InputError("reset_feedback: families must be None (all) or a non-empty list")
     with database_errors("reset feedback"):
-        row = conn.execute(query("reset_feedback"), {"namespace": namespace, "families": selected}).fetchone()
-    return int(row[0]) if row else 0
+        row = run(conn, "reset_feedback", {"namespace": namespace, "families": selected}).fetchone()
+    return int(row["judgements_removed"]) if row else 0
 
 
 def register_model(conn: psycopg.Connection[Any], embedder: Embedder | str | None = None) -> int:
@@ -660,7 +660,7 @@ def register_model(conn: psycopg.Connection[Any], embedder: Embedder | str | Non
     """
     model = resolve_embedder(embedder)
     with database_errors("register model"):
-        row = conn.execute(query("register_model"), {"model": model.name, "dimension": model.dimension}).fetchone()
-    if row is None or row[0] is None:
+        row = run(conn, "register_model", {"model": model.name, "dimension": model.dimension}).fetchone()
+    if row is None or row["model_id"] is None:
         raise DatabaseError("register model: pgmem.register_model_v1 returned nothing")
-    return int(row[0])
+    return int(row["model_id"])

@@ -125,7 +125,7 @@ SELECT family, helpful, unhelpful
 FROM pgmem.feedback_v1(%(namespace)s, %(helpful)s::uuid[], %(unhelpful)s::uuid[], %(weight)s, %(pack_id)s::uuid);
 
 -- name: reset_feedback --
-SELECT pgmem.reset_feedback_v1(%(namespace)s, %(families)s::text[]);
+SELECT pgmem.reset_feedback_v1(%(namespace)s, %(families)s::text[]) AS judgements_removed;
 
 -- name: log_pack --
 SELECT pgmem.log_pack_v1(%(pack)s::jsonb) AS pack_id;

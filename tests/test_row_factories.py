@@ -11,6 +11,7 @@ from helpers import make_spans
 from psycopg.rows import dict_row, namedtuple_row, tuple_row
 
 import pgmem
+from pgmem.db.migrate import current_revision, head_revision
 from pgmem.embeddings import HashingEmbedder
 
 FACTORIES: dict[str, Callable[..., Any]] = {"tuple": tuple_row, "dict": dict_row, "namedtuple": namedtuple_row}
@@ -30,3 +31,24 @@ def test_pack_is_the_same_whatever_the_row_factory(dsn: str, hashing: HashingEmb
         got = pgmem.pack(conn, "who owns the release checklist?", embedder=hashing)
     assert [item.note_id for item in got.items] == [item.note_id for item in expected.items]
     assert [item.final_score for item in got.items] == [item.final_score for item in expected.items]
+
+
+@pytest.mark.parametrize("factory", ["dict", "namedtuple"])
+def test_every_operation_works_whatever_the_row_factory(dsn: str, hashing: HashingEmbedder, factory: str) -> None:
+    with psycopg.connect(dsn, autocommit=True, row_factory=FACTORIES[factory]) as conn:
+        written = pgmem.ingest(conn, make_spans(TEXTS), embedder=hashing)
+        assert written.inserted == 3
+        assert pgmem.ingest(conn, make_spans(TEXTS), embedder=hashing).skipped == 3
+        assert pgmem.register_model(conn, hashing) > 0
+        # Same length as the stored first span: the same document span, other text.
+        corrected = make_spans(["The launch moved to Monday after the review."])
+        replaced = pgmem.supersede(conn, corrected, namespace="default", reason="date fixed", embedder=hashing)
+        assert len(replaced.superseded) == 1
+        pack = pgmem.pack(conn, "when is the launch?", embedder=hashing, log=True)
+        assert pack.items and pack.pack_id
+        given = pgmem.feedback(conn, helpful=[pack.items[0].note_id], pack_id=pack.pack_id)
+        assert given.families == {"f": (1.0, 0.0)}
+        assert pgmem.reset_feedback(conn, namespace="default") == 1
+        removed = pgmem.forget(conn, namespace="default", note_ids=[written.note_ids[1]], reason="test")
+        assert removed.notes_removed == 1
+        assert current_revision(conn) == head_revision()

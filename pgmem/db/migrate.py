@@ -17,6 +17,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
+from psycopg.rows import tuple_row
 
 from pgmem.db.errors import database_errors
 from pgmem.db.resources import alembic_dir, sql_dir
@@ -71,11 +72,12 @@ def head_revision() -> str:
 
 def current_revision(conn: psycopg.Connection[Any]) -> str | None:
     """The revision the database is at, or None if pgmem was never installed there."""
-    with database_errors("read schema version"):
-        row = conn.execute("SELECT to_regclass('pgmem.alembic_version') IS NOT NULL").fetchone()
+    with database_errors("read schema version"), conn.cursor(row_factory=tuple_row) as cursor:
+        # A cursor of pgmem's own: the caller's row factory may not return tuples.
+        row = cursor.execute("SELECT to_regclass('pgmem.alembic_version') IS NOT NULL").fetchone()
         if not row or not row[0]:
             return None
-        version = conn.execute("SELECT version_num FROM pgmem.alembic_version").fetchone()
+        version = cursor.execute("SELECT version_num FROM pgmem.alembic_version").fetchone()
     return str(version[0]) if version else None
 
 

@@ -22,7 +22,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from pgmem.db.errors import database_errors
-from pgmem.db.queries import query
+from pgmem.db.queries import query, run
 from pgmem.db.vectors import vector_literal
 from pgmem.embeddings import Embedder, embed_unique
 from pgmem.errors import InputError, SchemaError
@@ -217,10 +217,9 @@ def _local_links(
     (except the notes in ``gone``, which the batch replaces)."""
     documents = sorted({v.span.document_id for v in batch})
     positions: dict[str, dict[str, int]] = {doc: {} for doc in documents}
-    rows = conn.execute(query("document_neighbours"), {"namespace": namespace, "document_ids": documents})
-    for document_id, start, existing_id in rows:
-        if str(existing_id) not in gone:
-            positions[document_id][str(existing_id)] = start
+    for row in run(conn, "document_neighbours", {"namespace": namespace, "document_ids": documents}):
+        if str(row["note_id"]) not in gone:
+            positions[row["document_id"]][str(row["note_id"])] = row["span_start"]
     for item in batch:
         positions[item.span.document_id][item.note_id] = item.span.start
     links: dict[str, list[str]] = {}
@@ -251,10 +250,9 @@ def _shared_key_links(
         wanted = sorted(key for k, key in holders if k == kind)
         if not wanted:
             continue
-        rows = conn.execute(query(statement), {"namespace": namespace, "keys": wanted, "limit": RARE_KEY_NOTES + 1})
-        for key, note_id in rows:
-            if str(note_id) not in gone:
-                holders[(kind, key)].add(str(note_id))
+        for row in run(conn, statement, {"namespace": namespace, "keys": wanted, "limit": RARE_KEY_NOTES + 1}):
+            if str(row["note_id"]) not in gone:
+                holders[(kind, row["key"])].add(str(row["note_id"]))
     links: dict[str, list[str]] = {}
     for note_id, keys in keys_of.items():
         partners = set()
@@ -419,13 +417,14 @@ def write(
         for note_id, partners in _shared_key_links(conn, namespace, fresh, facets, gone).items():
             links[note_id] = links[note_id] + [p for p in partners if p not in links[note_id]]
         with conn.transaction():
-            model_row = conn.execute(
-                query("register_namespace"),
+            model_row = run(
+                conn,
+                "register_namespace",
                 {"namespace": namespace, "model": embedder.name, "dimension": embedder.dimension},
             ).fetchone()
             if model_row is None:
                 raise SchemaError("pgmem.register_namespace_v1 returned no model id")
-            model_id = int(model_row[0])
+            model_id = int(model_row["model_id"])
             if replaced:
                 requests = [(new_id, note) for new_id, note in replaced.items()]
                 conn.execute(
@@ -444,7 +443,7 @@ def write(
             with conn.cursor().copy(query("copy_staging")) as copy:
                 for item, facet, vector in zip(fresh, facets, vectors, strict=True):
                     copy.write_row(_row(namespace, model_id, item, facet, vector, links[item.note_id]))
-            written = {str(row[0]) for row in conn.execute(query("insert_from_staging"))}
+            written = {str(row["note_id"]) for row in run(conn, "insert_from_staging")}
             _verify_skipped(conn, namespace, action, [v for v in fresh if v.note_id not in written])
             conn.execute(query("drop_staging"))
     return IngestResult(
