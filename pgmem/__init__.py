@@ -36,6 +36,7 @@ from pgmem.errors import (
     PgmemError,
     SchemaError,
 )
+from pgmem.ingest.enricher import Enricher, Enrichment, SpanInput
 from pgmem.ingest.writer import IngestResult
 from pgmem.params import ROLES, CalibrationParams, PackParams, StageOneParams
 from pgmem.types import Citation, Diagnostics, FamilyCalibration, Pack, PackItem, Rejection, Span
@@ -52,6 +53,8 @@ __all__ = [
     "Embedder",
     "EmbeddingError",
     "EmbeddingMismatchError",
+    "Enricher",
+    "Enrichment",
     "FamilyCalibration",
     "FeedbackResult",
     "ForgetResult",
@@ -64,6 +67,7 @@ __all__ = [
     "Rejection",
     "SchemaError",
     "Span",
+    "SpanInput",
     "StageOneParams",
     "connect",
     "feedback",

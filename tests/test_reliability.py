@@ -614,6 +614,19 @@ def test_connect_to_a_missing_server_raises_database_error(tmp_path: Path) -> No
         pgmem.connect(dsn, migrate=True)
 
 
+def test_an_empty_dsn_is_libpqs_default_not_the_embedded_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # libpq's defaults point at a socket folder where no server listens: an empty DSN
+    # must try exactly that (as psycopg.connect("") does), never start a server.
+    monkeypatch.setenv("PGHOST", str(tmp_path))
+    monkeypatch.setenv("PGCONNECT_TIMEOUT", "5")
+    monkeypatch.setenv("PGMEM_HOME", str(tmp_path / "would-be-embedded"))
+    with pytest.raises(pgmem.DatabaseError, match="connect: the database is unreachable"):
+        pgmem.connect("")
+    assert not (tmp_path / "would-be-embedded").exists()
+
+
 def test_migrate_against_a_missing_server_raises_database_error(tmp_path: Path) -> None:
     dsn = psycopg.conninfo.make_conninfo(host=str(tmp_path), dbname="pgmem", connect_timeout="5")
     with pytest.raises(pgmem.DatabaseError, match="migrate: the database is unreachable"):

@@ -94,9 +94,10 @@ def connect(
     Parameters
     ----------
     dsn : str, optional
-        A libpq connection string or URI for any PostgreSQL with pgvector >= 0.5.
-        Defaults to ``$PGMEM_DSN``; when neither is set, the embedded PostgreSQL under
-        ``home`` (default ``$PGMEM_HOME`` or a per-user data dir) is started and used.
+        A libpq connection string or URI for any PostgreSQL with pgvector >= 0.5
+        (``""`` means libpq's defaults: ``PGHOST``, ``PGDATABASE``, ...). Defaults to
+        ``$PGMEM_DSN``; only when neither is given is the embedded PostgreSQL under
+        ``home`` (default ``$PGMEM_HOME`` or a per-user data dir) started and used.
     home : path, optional
         Data folder of the embedded server (ignored when a DSN is used).
     autocommit : bool
@@ -115,9 +116,11 @@ def connect(
     psycopg.Connection
         A plain psycopg 3 connection; the caller closes it (it is a context manager).
     """
-    given = dsn or os.environ.get("PGMEM_DSN") or None
+    # Only "no DSN at all" means the embedded server: an empty DSN is libpq's own
+    # default (PGHOST, PGDATABASE, ... or the local socket), as with psycopg.connect("").
+    given = dsn if dsn is not None else os.environ.get("PGMEM_DSN") or None
     embedded = given is None
-    conninfo = given or embedded_dsn(Path(home) if home is not None else None)
+    conninfo = embedded_dsn(Path(home) if home is not None else None) if given is None else given
     if namespace is not None:
         conninfo = bind_namespace(conninfo, namespace)
     with database_errors("connect"):
