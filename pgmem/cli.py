@@ -167,6 +167,7 @@ def _cmd_eval(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_eval_compaction(args: argparse.Namespace, console: Console) -> int:
+    import pgmem.eval.plots  # noqa: F401  (fails at once without the 'eval' extra, not after the run)
     from pgmem.embeddings import CachedEmbedder, resolve_embedder
     from pgmem.eval.compaction import (
         CompactionEvalConfig,
@@ -195,6 +196,7 @@ def _cmd_eval_compaction(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_growth(args: argparse.Namespace, console: Console) -> int:
+    import pgmem.eval.plots  # noqa: F401  (fails at once without the 'eval' extra, not after the run)
     from pgmem.eval.growth import growth_command
 
     return growth_command(args, console, connect=_connection, progress=_progress(console))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,3 +102,18 @@ def test_eval_runs_every_dataset_and_condition_and_plots(
     assert (out / "recall.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| rooms | clean |" in (out / "summary.md").read_text()
     assert len(json.loads((out / "summary.json").read_text())) == 2
+
+
+def test_evaluation_plots_without_the_eval_extra_say_which_extra() -> None:
+    # matplotlib is an optional extra: a process without it gets the pgmem error at import.
+    code = (
+        "import sys\n"
+        "sys.modules['matplotlib'] = None\n"
+        "import pgmem\n"
+        "try:\n"
+        "    import pgmem.eval.plots\n"
+        "except pgmem.ConfigurationError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert "pip install 'pgmem[eval]'" in done.stdout

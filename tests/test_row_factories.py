@@ -52,3 +52,28 @@ def test_every_operation_works_whatever_the_row_factory(dsn: str, hashing: Hashi
         removed = pgmem.forget(conn, namespace="default", note_ids=[written.note_ids[1]], reason="test")
         assert removed.notes_removed == 1
         assert current_revision(conn) == head_revision()
+
+
+def test_a_pooled_connection_without_prepared_statements_works(dsn: str, hashing: HashingEmbedder) -> None:
+    """As behind pgbouncer in transaction mode: connections from a pool, no server-side prepares."""
+    from psycopg_pool import ConnectionPool
+
+    options = {"autocommit": True, "prepare_threshold": None, "row_factory": dict_row}
+    with ConnectionPool(dsn, min_size=1, max_size=2, kwargs=options, open=True) as pool:
+        with pool.connection() as conn:
+            pgmem.ingest(conn, make_spans(TEXTS), embedder=hashing)
+        for _ in range(8):  # past psycopg's default prepare threshold of 5
+            with pool.connection() as conn:
+                assert pgmem.pack(conn, "who owns the release checklist?", embedder=hashing).items
+        with pool.connection() as conn:
+            assert conn.execute("SELECT count(*) AS n FROM pg_prepared_statements").fetchone() == {"n": 0}
+
+
+def test_inside_the_callers_transaction_nothing_is_committed(dsn: str, hashing: HashingEmbedder) -> None:
+    with psycopg.connect(dsn, row_factory=dict_row) as conn:  # not autocommit
+        with conn.transaction(force_rollback=True):
+            pgmem.ingest(conn, make_spans(TEXTS), embedder=hashing)
+            pack = pgmem.pack(conn, "who owns the release checklist?", embedder=hashing, log=True)
+            pgmem.feedback(conn, helpful=[pack.items[0].note_id])
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        assert conn.execute("SELECT count(*) AS n FROM pgmem.notes").fetchone() == {"n": 0}

@@ -14,12 +14,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-# Figures are built without pyplot: no global figure state, and the caller's process
-# keeps whatever backend it chose (savefig renders PNG with Agg whatever it is).
-from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from pgmem.errors import ConfigurationError, InputError
 
-from pgmem.errors import InputError
+try:
+    # Figures are built without pyplot: no global figure state, and the caller's process
+    # keeps whatever backend it chose (savefig renders PNG with Agg whatever it is).
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+except ImportError as exc:  # an optional extra: say which one
+    raise ConfigurationError("evaluation plots need the 'eval' extra: pip install 'pgmem[eval]'") from exc
 from pgmem.eval.report import SYSTEM_ORDER, system_order
 
 __all__ = ["SYSTEM_ORDER", "plot_compaction", "plot_growth", "plot_recall", "system_order"]
