@@ -61,7 +61,9 @@ def template_dsn(server_dsn: str) -> str:
         admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(TEMPLATE)))
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(TEMPLATE)))
     dsn = _with_database(server_dsn, TEMPLATE)
-    pgmem.migrate(dsn)
+    # A PGMEM_TEST_DSN server may hold other pgmem databases: the tests share its roles
+    # knowingly (they create login roles of their own in the cluster anyway).
+    pgmem.migrate(dsn, shared_roles=True)
     return dsn
 
 
