@@ -181,6 +181,7 @@ def _cmd_eval_compaction(args: argparse.Namespace, console: Console) -> int:
         caps=tuple(args.caps),
         systems=tuple(args.systems) if args.systems else CompactionEvalConfig().systems,
         limit_conversations=args.limit_conversations,
+        ask=args.ask,
     )
     corpus = load_dataset(args.dataset, Path(args.data_dir))
     # Every cap and system archives the same turns: embed each text once.
@@ -281,6 +282,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--systems", nargs="+", help="none fixed delete_all keep_last rubric rubric+pgmem pack (default all)"
     )
     p_compaction.add_argument("--limit-conversations", type=int, help="only the first N conversations")
+    p_compaction.add_argument(
+        "--ask",
+        choices=["evidence", "end"],
+        default="evidence",
+        help="ask each question once its evidence was seen (default) or all at the conversation's end",
+    )
 
     p_growth = sub.add_parser(
         "eval-growth", parents=[common], help="recall and latency as the store grows (distractor padding)"

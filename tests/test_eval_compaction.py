@@ -20,6 +20,7 @@ from pgmem.eval.compaction import (
     SYSTEMS,
     CompactionEvalConfig,
     ExtractiveChat,
+    render_compaction_markdown,
     run_compaction_eval,
 )
 from pgmem.eval.datasets import load_locomo
@@ -115,3 +116,16 @@ def test_bad_eval_configuration() -> None:
         CompactionEvalConfig(caps=(100,))
     with pytest.raises(ConfigurationError, match="systems"):
         CompactionEvalConfig(systems=("magic",))
+    with pytest.raises(ConfigurationError, match="ask must be one of evidence, end"):
+        CompactionEvalConfig(ask="later")
+
+
+def test_questions_asked_at_the_end_meet_the_oldest_evidence(conn: psycopg.Connection[Any], tiny_locomo: Path) -> None:
+    corpus = load_locomo(tiny_locomo)
+    config = CompactionEvalConfig(caps=(600,), systems=("none", "rubric+pgmem"), ask="end")
+    report = run_compaction_eval(conn, corpus, HashingEmbedder(), config)
+    rows = {row["policy"]: row for row in report["rows"]}
+    assert report["ask"] == "end" and report["questions"] > 0
+    # Truncation to the cap drops the early sessions; the pgmem rebuild recalls them.
+    assert rows["rubric+pgmem"]["evidence_recall"] > rows["none"]["evidence_recall"]
+    assert "at the conversation's end" in render_compaction_markdown(report)

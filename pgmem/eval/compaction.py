@@ -128,6 +128,9 @@ class ExtractiveChat:
 
 # -- replay ---------------------------------------------------------------------------------
 
+#: When questions are asked (see :class:`CompactionEvalConfig`).
+ASK_TIMES = ("evidence", "end")
+
 
 @dataclass(frozen=True)
 class CompactionEvalConfig:
@@ -141,11 +144,16 @@ class CompactionEvalConfig:
         Labels from :data:`SYSTEMS` plus ``pack`` (default all).
     limit_conversations : int, optional
         Only the first N conversations.
+    ask : {"evidence", "end"}
+        When each question is asked: at the first session end after all its gold turns
+        were seen (default; recency helps), or every question at the conversation's end
+        (the evidence may be many compactions old).
     """
 
     caps: tuple[int, ...] = DEFAULT_CAPS
     systems: tuple[str, ...] = (*(label for label, _, _ in SYSTEMS), PACK_ONLY)
     limit_conversations: int | None = None
+    ask: str = "evidence"
 
     def __post_init__(self) -> None:
         if not self.caps or any(cap < 500 for cap in self.caps):
@@ -156,6 +164,8 @@ class CompactionEvalConfig:
             raise ConfigurationError(f"systems must be among {', '.join(sorted(known))}; got {list(self.systems)}")
         if self.limit_conversations is not None and self.limit_conversations < 1:
             raise ConfigurationError(f"limit_conversations must be >= 1, got {self.limit_conversations}")
+        if self.ask not in ASK_TIMES:
+            raise ConfigurationError(f"ask must be one of {', '.join(ASK_TIMES)}, got {self.ask!r}")
 
 
 @dataclass
@@ -248,7 +258,8 @@ def replay_conversation(
         gold = [g for g in q.gold if g in turn_session]
         if q.adversarial or not gold:
             continue
-        asked.setdefault(max(turn_session[g] for g in gold), []).append(q)
+        when = len(sessions) - 1 if config.ask == "end" else max(turn_session[g] for g in gold)
+        asked.setdefault(when, []).append(q)
     pack_namespace = f"{namespace}.pack"
     counter = TokenCounter()
     if PACK_ONLY in config.systems:
@@ -401,6 +412,7 @@ def run_compaction_eval(
         "conversations": len(namespaces),
         "questions": max((len(t.recalls) for t in tallies.values()), default=0),
         "caps": list(config.caps),
+        "ask": config.ask,
         "embedding_model": embedder.name,
         "stand_in": ExtractiveChat.model,
         "rows": rows,
@@ -437,6 +449,13 @@ def render_compaction_markdown(report: Mapping[str, Any]) -> str:
         f"The summariser and rubric probe are a deterministic stand-in (`{report['stand_in']}`), not a language "
         "model: extractive sentences citing their note ids; C1 = a session closed, C2 = the summary fits, "
         "C3 = new turns since the last compaction, N1 = never.",
+        "",
+        "Questions are asked "
+        + (
+            "at the conversation's end."
+            if report.get("ask") == "end"
+            else "at the first session end after all their gold turns were seen."
+        ),
         "",
         "| cap | policy | evidence-in-context recall (%) | mean context tokens | compactions |",
         "|---:|---|---:|---:|---:|",
