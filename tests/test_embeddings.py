@@ -30,6 +30,8 @@ from pgmem.embeddings import (
     default_embedder_spec,
     embed_unique,
     get_embedder,
+    register_embedder,
+    registered_kinds,
 )
 from pgmem.embeddings.minilm import TOKENIZER_DIR
 from pgmem.errors import ConfigurationError, EmbeddingError, InputError
@@ -574,6 +576,83 @@ def test_get_embedder_rejects_unknown_specs(spec: str) -> None:
 def test_get_embedder_rejects_other_objects() -> None:
     with pytest.raises(ConfigurationError, match="got int"):
         get_embedder(3)  # type: ignore[arg-type]
+
+
+class ConstantEmbedder:
+    """A third-party embedder: every text gets the same unit vector of ``dimension``."""
+
+    def __init__(self, dimension: int) -> None:
+        self.name = f"constant-{dimension}"
+        self.dimension = dimension
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return np.full((len(texts), self.dimension), 1.0 / np.sqrt(self.dimension), dtype=np.float32)
+
+
+@pytest.fixture
+def registry_snapshot() -> Iterator[None]:
+    from pgmem.embeddings import registry
+
+    saved = dict(registry._registry)
+    yield
+    with registry._lock:
+        registry._registry.clear()
+        registry._registry.update(saved)
+        registry._from_spec.cache_clear()
+
+
+def constant_from_option(option: str) -> ConstantEmbedder:
+    if option and not option.isdigit():
+        raise ConfigurationError(f"constant dimension must be digits, got {option!r}")
+    return ConstantEmbedder(int(option or "3"))
+
+
+@pytest.mark.usefixtures("registry_snapshot")
+def test_a_third_party_embedder_registers_and_resolves() -> None:
+    register_embedder("constant", constant_from_option, option="<dimension>")
+    assert "constant" in registered_kinds()
+    three = get_embedder("constant")
+    assert isinstance(three, ConstantEmbedder) and three.dimension == 3
+    assert get_embedder(" Constant:5 ").dimension == 5
+    assert get_embedder("constant") is three  # one instance per spec
+    assert embed_unique(three, ["a", "b"]).shape == (2, 3)
+    with pytest.raises(ConfigurationError, match="constant dimension must be digits"):
+        get_embedder("constant:x")
+    with pytest.raises(ConfigurationError, match="'constant:<dimension>'"):
+        get_embedder("nothing-registered")
+
+
+@pytest.mark.usefixtures("registry_snapshot")
+def test_registering_refuses_shadowing_and_bad_kinds() -> None:
+    with pytest.raises(ConfigurationError, match="'openai' is already registered"):
+        register_embedder("openai", constant_from_option)
+    assert isinstance(get_embedder("openai:m"), OpenAIEmbedder)
+    for kind in ("default", "Has Space", "with:colon", ""):
+        with pytest.raises(ConfigurationError, match="embedder kind must match"):
+            register_embedder(kind, constant_from_option)
+    with pytest.raises(ConfigurationError, match="must be callable"):
+        register_embedder("broken", "not a factory")  # type: ignore[arg-type]
+    # A kind without an option refuses one; replacing drops the cached instance.
+    register_embedder("constant", lambda option: ConstantEmbedder(3))
+    with pytest.raises(ConfigurationError, match="unknown embedder spec 'constant:4'"):
+        get_embedder("constant:4")
+    first = get_embedder("constant")
+    register_embedder("constant", lambda option: ConstantEmbedder(7), replace=True)
+    assert first.dimension == 3 and get_embedder("constant").dimension == 7
+
+
+def test_the_contract_and_registry_import_no_implementation() -> None:
+    import ast
+
+    import pgmem.embeddings.base
+    import pgmem.embeddings.registry
+
+    implementations = {"pgmem.embeddings.hashing", "pgmem.embeddings.minilm", "pgmem.embeddings.openai_http"}
+    for module in (pgmem.embeddings.base, pgmem.embeddings.registry):
+        tree = ast.parse(Path(module.__file__ or "").read_text())
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        assert not imported & implementations, module.__name__
 
 
 def test_default_embedder_spec(monkeypatch: pytest.MonkeyPatch) -> None:

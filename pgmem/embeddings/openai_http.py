@@ -26,10 +26,12 @@ from typing import Any
 import numpy as np
 
 from pgmem.embeddings.base import MAX_DIMENSION, Vectors, as_text_list, normalize_rows
+from pgmem.embeddings.registry import register_embedder
 from pgmem.errors import ConfigurationError, EmbeddingError
 from pgmem.validate import at_least, describe_value, text_problem, timeout_seconds, whole
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_MODEL = "text-embedding-3-small"
 BASE_URL_VARIABLES = ("PGMEM_OPENAI_BASE_URL", "OPENAI_BASE_URL")
 API_KEY_VARIABLES = ("PGMEM_OPENAI_API_KEY", "OPENAI_API_KEY")
 
@@ -302,3 +304,6 @@ class OpenAIEmbedder:
             return retry_after
         # Jitter spreads out clients that failed together, so they do not retry in step.
         return min(MAX_BACKOFF, self.backoff * 2.0**attempt) * random.uniform(0.5, 1.0)
+
+
+register_embedder("openai", lambda model: OpenAIEmbedder(model or DEFAULT_MODEL), option="<model>")
