@@ -10,7 +10,7 @@ an application's own.
 
 from __future__ import annotations
 
-from pgmem.embeddings.base import Embedder, embed_unique
+from pgmem.embeddings.base import Embedder, aembed_unique, embed_unique
 from pgmem.embeddings.cached import CachedEmbedder
 from pgmem.embeddings.hashing import HashingEmbedder
 from pgmem.embeddings.minilm import MiniLMEmbedder
@@ -29,6 +29,7 @@ __all__ = [
     "HashingEmbedder",
     "MiniLMEmbedder",
     "OpenAIEmbedder",
+    "aembed_unique",
     "default_embedder_spec",
     "embed_unique",
     "get_embedder",

@@ -8,6 +8,8 @@ zero vectors into an HNSW index.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -38,7 +40,9 @@ class Embedder(Protocol):
     Notes
     -----
     ``name`` and ``dimension`` are read-only properties here so that plain attributes,
-    class constants and lazily computed properties all satisfy the protocol.
+    class constants and lazily computed properties all satisfy the protocol. An
+    embedder may also define ``async def aembed(texts)``, the same as ``embed`` for an
+    asyncio caller; :func:`aembed_unique` uses it when present.
     """
 
     @property
@@ -123,12 +127,41 @@ def embed_unique(embedder: Embedder, texts: Sequence[str]) -> Vectors:
         vector of length ``embedder.dimension`` per distinct text.
     """
     items = as_text_list(texts)
-    name = embedder.name
     if not items:
         return np.empty((0, embedder.dimension), dtype=np.float32)
     distinct = list(dict.fromkeys(items))
-    position = {text: index for index, text in enumerate(distinct)}
-    output = embedder.embed(distinct)
+    return _aligned(embedder, items, distinct, embedder.embed(distinct))
+
+
+async def aembed_unique(embedder: Embedder, texts: Sequence[str]) -> Vectors:
+    """:func:`embed_unique` for an asyncio caller; the event loop never waits on a model.
+
+    An embedder with an ``async def aembed(texts)`` method (such as
+    :class:`~pgmem.embeddings.OpenAIEmbedder`) is awaited; any other runs its ``embed``
+    in a worker thread. The same distinct-text call, alignment and checks apply.
+
+    Raises
+    ------
+    InputError, EmbeddingError
+        As :func:`embed_unique`.
+    """
+    items = as_text_list(texts)
+    if not items:
+        # Reading the dimension may send a probe request; keep it off the loop too.
+        dimension = await asyncio.to_thread(lambda: embedder.dimension)
+        return np.empty((0, dimension), dtype=np.float32)
+    distinct = list(dict.fromkeys(items))
+    aembed = getattr(embedder, "aembed", None)
+    if aembed is not None and inspect.iscoroutinefunction(aembed):
+        output = await aembed(distinct)
+    else:
+        output = await asyncio.to_thread(embedder.embed, distinct)
+    return _aligned(embedder, items, distinct, output)
+
+
+def _aligned(embedder: Embedder, items: list[str], distinct: list[str], output: object) -> Vectors:
+    """Check the embedder's ``output`` for ``distinct`` and return rows aligned with ``items``."""
+    name = embedder.name
     # Read after the call: an embedder may learn its dimension from its first answer
     # (OpenAIEmbedder), and reading it earlier would cost an extra probe request.
     dimension = embedder.dimension
@@ -145,4 +178,5 @@ def embed_unique(embedder: Embedder, texts: Sequence[str]) -> Vectors:
     # Renormalising costs little and makes the unit-row guarantee hold even for an
     # embedder that is off by rounding.
     unit = normalize_rows(output, source=name)
+    position = {text: index for index, text in enumerate(distinct)}
     return unit[[position[text] for text in items]]
