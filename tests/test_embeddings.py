@@ -631,24 +631,33 @@ def test_openai_aembed_equals_embed_and_batches(serve: Serve) -> None:
     assert vectors.dtype == np.float32
 
 
-def test_openai_aembed_runs_beside_other_tasks_and_on_a_second_loop(serve: Serve) -> None:
-    server = serve(slow_first(0.3))
-    embedder = OpenAIEmbedder("m", base_url=server.base_url)
-    ticks: list[int] = []
+def test_openai_aembed_lets_the_loop_run_while_it_waits_and_works_on_a_second_loop(serve: Serve) -> None:
+    # The server answers only once another task on the event loop has seen the request
+    # arrive: a client that blocked the loop while waiting would never let that task run.
+    released = threading.Event()
+    answered_after_release: list[bool] = []
 
-    async def ticker() -> None:
-        for tick in range(5):
-            ticks.append(tick)
-            await asyncio.sleep(0.02)
+    def responder(body: Any, count: int) -> Reply:
+        answered_after_release.append(released.wait(timeout=10))
+        return embeddings_reply(body)
+
+    server = serve(responder)
+    embedder = OpenAIEmbedder("m", base_url=server.base_url)
+
+    async def release_once_received() -> None:
+        while len(server.received) < len(answered_after_release) + 1:
+            await asyncio.sleep(0.005)
+        released.set()
 
     async def main() -> npt.NDArray[np.float32]:
-        vectors, _ = await asyncio.gather(embedder.aembed(["slow"]), ticker())
+        released.clear()
+        vectors, _ = await asyncio.gather(embedder.aembed(["slow"]), release_once_received())
         await embedder.aclose()
         return vectors
 
     first = asyncio.run(main())
-    assert ticks == [0, 1, 2, 3, 4]  # the loop kept running while the server was slow
     second = asyncio.run(main())  # a new loop gets its own client
+    assert answered_after_release == [True, True]
     np.testing.assert_allclose(first, second, atol=1e-7)
 
 

@@ -166,7 +166,7 @@ class OpenAIEmbedder:
             if self._dimension is None:
                 await self.aembed([_PROBE_TEXT])
             return np.empty((0, self._known_dimension()), dtype=np.float32)
-        client = self._async_client()
+        client = await self._async_client()
         batches = []
         for batch in self._batches(items):
             with self._failures():
@@ -193,11 +193,14 @@ class OpenAIEmbedder:
                 self._client = self._settings.sync_client()
             return self._client
 
-    def _async_client(self) -> openai.AsyncOpenAI:
+    async def _async_client(self) -> openai.AsyncOpenAI:
         loop = asyncio.get_running_loop()
         client = self._async_clients.get(loop)
         if client is None:
-            client = self._async_clients[loop] = self._settings.async_client()
+            # Built in a worker thread: the first one imports openai and loads the CA
+            # bundle, seconds during which the event loop would otherwise stand still.
+            client = await asyncio.to_thread(self._settings.async_client)
+            client = self._async_clients.setdefault(loop, client)
         return client
 
     def _batches(self, items: list[str]) -> Iterator[list[str]]:
