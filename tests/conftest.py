@@ -136,3 +136,20 @@ def tenants(conn: psycopg.Connection[Any], hashing: HashingEmbedder, roles: dict
     for kind in ("reader", "writer"):
         conn.execute("SELECT pgmem.grant_namespace_v1(%s, 'a')", (roles[kind],))
     return conn
+
+
+@pytest.fixture(scope="session")
+def replicated() -> Iterator[Any]:
+    """A primary and a streaming hot standby (embedded binaries), pgmem installed on the
+    primary's database ``pgmem``; both servers stopped and their folder deleted afterwards."""
+    from replication import ReplicatedCluster
+
+    cluster = ReplicatedCluster()
+    try:
+        cluster.create()
+        with psycopg.connect(cluster.primary.dsn(), autocommit=True) as admin:
+            admin.execute("CREATE DATABASE pgmem")
+        pgmem.migrate(cluster.primary.dsn("pgmem"))
+        yield cluster
+    finally:
+        cluster.destroy()
