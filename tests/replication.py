@@ -71,7 +71,7 @@ class ReplicatedCluster:
         self.primary = Node("primary", self.root / "primary", self.root / "primary.log", PRIMARY_PORT, self)
         self.standby = Node("standby", self.root / "standby", self.root / "standby.log", STANDBY_PORT, self)
 
-    def run(self, program: str, *args: str) -> None:
+    def run(self, program: str, *args: str) -> str:
         # The output goes to a file, never a pipe: a server started by pg_ctl inherits
         # the descriptors, and reading a pipe would wait for the server to exit.
         with tempfile.TemporaryFile("w+") as output:
@@ -84,9 +84,11 @@ class ReplicatedCluster:
                 timeout=120,
                 check=False,
             )
+            output.seek(0)
+            text = output.read()
             if result.returncode != 0:
-                output.seek(0)
-                raise RuntimeError(f"{program} {' '.join(args)} failed ({result.returncode}):\n{output.read()}")
+                raise RuntimeError(f"{program} {' '.join(args)} failed ({result.returncode}):\n{text}")
+            return text
 
     def create(self) -> ReplicatedCluster:
         primary, standby = self.primary, self.standby
