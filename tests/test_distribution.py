@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import sqlglot
+from sqlglot import exp
 
 ROOT = Path(__file__).resolve().parent.parent
 DISTRIBUTE_SQL = ROOT / "docker" / "citus" / "distribute.sql"
@@ -105,3 +107,63 @@ def test_the_erasure_audit_is_keyed_by_namespace(conn: psycopg.Connection[Any]) 
         "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'forget_audit_pkey'"
     ).fetchone()
     assert row == ("PRIMARY KEY (namespace, audit_id)",)
+
+
+# Routing: Citus sends a statement whole to one worker when every distributed table in it
+# is restricted to one value of the distribution column. Checked on the SQL text of a pack.
+
+
+def _is_namespace_parameter(node: exp.Expression, alias: str) -> bool:
+    """``alias.namespace = $1`` (either side)."""
+    if not isinstance(node, exp.EQ):
+        return False
+    sides = (node.this, node.expression)
+    column = any(isinstance(s, exp.Column) and s.name == "namespace" and s.table == alias for s in sides)
+    parameter = any(isinstance(s, exp.Parameter) and s.name == "1" for s in sides)
+    return column and parameter
+
+
+def _unrouted_tables(statement: str) -> tuple[list[str], list[str]]:
+    """The pgmem tables a statement reads, and those not restricted by ``namespace = $1``."""
+    tree = sqlglot.parse_one(statement, read="postgres")
+    seen, unrouted = [], []
+    for table in tree.find_all(exp.Table):
+        if table.db != "pgmem" or not isinstance(table.this, exp.Identifier):
+            continue  # not pgmem's, or a function call such as pgmem.stage_one_v1(...)
+        seen.append(table.name)
+        select = table.find_ancestor(exp.Select)
+        assert select is not None
+        conditions = [select.args.get("where")] + [join.args.get("on") for join in select.args.get("joins") or []]
+        alias = table.alias_or_name
+        if not any(_is_namespace_parameter(node, alias) for c in conditions if c for node in c.find_all(exp.EQ)):
+            unrouted.append(f"{table.name} AS {alias}")
+    return seen, unrouted
+
+
+def test_every_table_a_pack_statement_reads_is_restricted_to_its_namespace() -> None:
+    text = (ROOT / "sql" / "queries.sql").read_text()
+    statement = text.split("-- name: stage_one --", 1)[1].split("-- name:", 1)[0]
+    statement = re.sub(r"%\(\w+\)s", lambda m: "$1" if m.group(0) == "%(namespace)s" else "$2", statement)
+    seen, unrouted = _unrouted_tables(statement)
+    assert sorted(seen) == ["family_reliability", "namespaces"] and unrouted == []
+
+
+def test_every_table_stage_one_reads_is_restricted_to_its_namespace() -> None:
+    text = (ROOT / "sql" / "schema.sql").read_text()
+    start = text.index("CREATE FUNCTION pgmem.stage_one_v1(")
+    body = text[start : text.index("$function$;", start)]
+    match = re.search(r"RETURN QUERY EXECUTE format\(\$query\$(.*?)\$query\$", body, flags=re.DOTALL)
+    assert match is not None
+    # format() arguments: %1$s the model id, %2$s the vector type, %3$s the compiled filter.
+    statement = match.group(1).replace("%1$s", "1").replace("%2$s", "vector").replace("%3$s", "TRUE")
+    assert "$1" in statement and not re.search(r"%\d\$", statement)
+    seen, unrouted = _unrouted_tables(statement)
+    assert set(seen) == {"notes", "lexeme_stats"} and len(seen) >= 5
+    assert unrouted == []
+
+
+def test_the_routing_check_sees_a_missing_predicate() -> None:
+    seen, unrouted = _unrouted_tables(
+        "SELECT * FROM pgmem.notes AS n JOIN pgmem.lexeme_stats AS s ON s.lexeme = n.text WHERE n.namespace = $1"
+    )
+    assert seen == ["notes", "lexeme_stats"] and unrouted == ["lexeme_stats AS s"]
