@@ -58,7 +58,8 @@ class ReplicaSet:
     fallback : {"primary", "error"}
         What a pack does when no standby can serve it (default ``"primary"``).
     connect_timeout : int
-        Seconds to wait when (re)connecting to a server (default 3; libpq's minimum is 2).
+        Seconds to wait when (re)connecting to a server (default 3; libpq's minimum is 2);
+        replaces a ``connect_timeout`` given in the DSNs.
     """
 
     def __init__(
@@ -86,7 +87,10 @@ class ReplicaSet:
         self.read_your_writes = bool(read_your_writes)
         self.fallback: Fallback = fallback
         self._namespace = namespace
-        self._dsns = [make_conninfo(dsn, connect_timeout=connect_timeout) for dsn in (primary, *standbys)]
+        try:
+            self._dsns = [make_conninfo(dsn, connect_timeout=connect_timeout) for dsn in (primary, *standbys)]
+        except psycopg.ProgrammingError as exc:
+            raise ConfigurationError(f"primary and standbys must be libpq DSNs: {exc}") from exc
         self._connections: list[psycopg.Connection[Any] | None] = [None] * len(self._dsns)
         self._written_lsn: str | None = None
         #: Which server served the last pack: ``"primary"`` or ``"standby <index>"``.
@@ -105,11 +109,14 @@ class ReplicaSet:
             self._connections[index] = None
         conn = connect(self._dsns[index], namespace=self._namespace, migrate=False)
         if index > 0:
-            with database_errors("connect to standby"):
-                row = conn.execute("SELECT pg_is_in_recovery()").fetchone()
-            if row is None or not row[0]:
+            try:
+                with database_errors("connect to standby"):
+                    row = conn.execute("SELECT pg_is_in_recovery()").fetchone()
+                if row is None or not row[0]:
+                    raise DatabaseError(f"standby {index - 1} is not a hot standby (pg_is_in_recovery() is false)")
+            except BaseException:
                 conn.close()
-                raise DatabaseError(f"standby {index - 1} is not a hot standby (pg_is_in_recovery() is false)")
+                raise
         self._connections[index] = conn
         return conn
 

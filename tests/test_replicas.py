@@ -149,6 +149,7 @@ def test_a_primary_given_as_a_standby_is_skipped(replicated: ReplicatedCluster) 
         ({"connect_timeout": 1}, r"connect_timeout must be an integer >= 2"),
         ({"replay_timeout": 0}, "replay_timeout"),
         ({"namespace": "bad name"}, "namespace"),
+        ({"standbys": ["host='unterminated"]}, "primary and standbys must be libpq DSNs"),
     ],
 )
 def test_bad_settings_are_refused(kwargs: dict[str, Any], message: str) -> None:
