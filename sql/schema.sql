@@ -1648,3 +1648,11 @@ GRANT INSERT (namespace, trajectory_id, generation, round, kind, policy, rebuild
               probe_completion_tokens, summary_prompt_tokens, summary_completion_tokens, latency_ms, model,
               archived, summary_note_id, citations)
     ON pgmem.compaction_log TO pgmem_writer;
+
+-- Distribution by namespace (Citus, docs/citus.md) -----------------------------------------
+
+-- Every unique key and foreign key of a per-namespace table includes the namespace (a
+-- test checks the catalog); pgmem.embedding_models is the one global table. The erasure
+-- audit was the one table keyed without it.
+ALTER TABLE pgmem.forget_audit DROP CONSTRAINT forget_audit_pkey;
+ALTER TABLE pgmem.forget_audit ADD CONSTRAINT forget_audit_pkey PRIMARY KEY (namespace, audit_id);
