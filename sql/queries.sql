@@ -164,3 +164,14 @@ VALUES (%(namespace)s, %(trajectory_id)s, %(generation)s, %(round)s, %(kind)s, %
 SELECT document_id, note_id FROM pgmem.notes
 WHERE namespace = %(namespace)s AND document_id = ANY (%(document_ids)s::text[])
 ORDER BY document_id, span_start;
+
+-- name: read_notes --
+-- Notes of a namespace named by id or by document, in document order (the integrations'
+-- recall and readers); row-level security keeps a bound session to its namespace.
+SELECT note_id::text AS note_id, external_id, document_id, span_start, span_end, text, context, family, role,
+       confidence, source_ts, metadata
+FROM pgmem.notes
+WHERE namespace = %(namespace)s
+  AND (note_id = ANY (%(note_ids)s::uuid[]) OR document_id = ANY (%(document_ids)s::text[]))
+ORDER BY document_id, span_start, note_id
+LIMIT %(limit)s;
