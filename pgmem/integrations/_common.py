@@ -3,7 +3,9 @@ and framework documents as spans. Imports no framework."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import inspect
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict, dataclass, replace
@@ -12,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from pgmem.api import _note_ids
+from pgmem.api import _note_ids, pack
 from pgmem.db.errors import database_errors
 from pgmem.db.queries import run
 from pgmem.errors import ConfigurationError, InputError
@@ -23,6 +25,10 @@ from pgmem.validate import check_namespace, check_text, describe_value
 
 #: Most notes one read returns (a recall names a few; a reader loads a document).
 MAX_READ_NOTES = 10_000
+
+#: pack() keywords a retriever sets itself, so its pack options may not.
+_OWN_KEYWORDS = frozenset({"conn", "question", "namespace", "budget"})
+PACK_OPTIONS = frozenset(inspect.signature(pack).parameters) - _OWN_KEYWORDS
 
 
 @contextmanager
@@ -53,6 +59,50 @@ async def aborrow(source: Any) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
             "async_connection must be a psycopg.AsyncConnection or a psycopg_pool.AsyncConnectionPool,"
             f" got {type(source).__name__}"
         )
+
+
+@dataclass(frozen=True)
+class Packer:
+    """What a retriever packs with: its connections, namespace, budget and other
+    :func:`pgmem.pack` keywords; checked once, when the retriever is built.
+
+    Without an async connection, :meth:`apack` runs the sync pack in a worker thread.
+    """
+
+    connection: Any
+    async_connection: Any
+    namespace: str
+    budget: int
+    options: Mapping[str, Any]
+
+    def __post_init__(self) -> None:
+        check_namespace(self.namespace)
+        if self.connection is None and self.async_connection is None:
+            raise ConfigurationError("a pgmem retriever needs a connection (or an async_connection)")
+        if not isinstance(self.options, Mapping):
+            raise ConfigurationError(
+                f"pack_options must be a dict of pgmem.pack keywords, got {describe_value(self.options)}"
+            )
+        unknown = sorted(set(self.options) - PACK_OPTIONS)
+        if unknown:
+            raise ConfigurationError(
+                f"pack_options has {describe_value(unknown)}, which pgmem.pack does not take here;"
+                f" namespace and budget are the retriever's own, the others are {sorted(PACK_OPTIONS)}"
+            )
+
+    def pack(self, question: str) -> Pack:
+        if self.connection is None:
+            raise ConfigurationError("this pgmem retriever has no connection for sync calls, only an async_connection")
+        with borrow(self.connection) as conn:
+            return pack(conn, question, namespace=self.namespace, budget=self.budget, **self.options)
+
+    async def apack(self, question: str) -> Pack:
+        if self.async_connection is None:
+            return await asyncio.to_thread(self.pack, question)
+        from pgmem.aio import pack as async_pack
+
+        async with aborrow(self.async_connection) as aconn:
+            return await async_pack(aconn, question, namespace=self.namespace, budget=self.budget, **self.options)
 
 
 def item_scores(item: PackItem) -> dict[str, float]:

@@ -11,8 +11,6 @@ See docs/integrations/langchain.md.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -22,21 +20,17 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import Field, model_validator
 
-from pgmem.api import ingest, pack
+from pgmem.api import ingest
 from pgmem.embeddings import Embedder
-from pgmem.errors import ConfigurationError, InputError
+from pgmem.errors import InputError
 from pgmem.ingest.enricher import Enricher
 from pgmem.ingest.split import SplitConfig
 from pgmem.ingest.writer import IngestResult
-from pgmem.integrations._common import aborrow, borrow, content_id, item_metadata, text_spans
+from pgmem.integrations._common import Packer, content_id, item_metadata, text_spans
 from pgmem.types import Pack, Span
-from pgmem.validate import check_namespace, describe_value
+from pgmem.validate import describe_value
 
 __all__ = ["PgmemRetriever", "documents_to_spans", "ingest_documents", "pack_documents"]
-
-#: pack() keywords a retriever sets itself, so pack_options may not.
-_OWN_KEYWORDS = frozenset({"conn", "question", "namespace", "budget"})
-_PACK_KEYWORDS = frozenset(inspect.signature(pack).parameters) - _OWN_KEYWORDS
 
 
 def pack_documents(evidence: Pack) -> list[Document]:
@@ -82,32 +76,20 @@ class PgmemRetriever(BaseRetriever):
 
     @model_validator(mode="after")
     def _check(self) -> PgmemRetriever:
-        check_namespace(self.namespace)
-        if self.connection is None and self.async_connection is None:
-            raise ConfigurationError("PgmemRetriever needs a connection (or an async_connection)")
-        unknown = sorted(set(self.pack_options) - _PACK_KEYWORDS)
-        if unknown:
-            raise ConfigurationError(
-                f"pack_options has {describe_value(unknown)}, which pgmem.pack does not take here;"
-                f" namespace and budget are fields of the retriever, the others are {sorted(_PACK_KEYWORDS)}"
-            )
+        self._packer()
         return self
+
+    def _packer(self) -> Packer:
+        # Built from the fields at each call: a pydantic model's fields may be reassigned.
+        return Packer(self.connection, self.async_connection, self.namespace, self.budget, self.pack_options)
 
     def pack(self, query: str) -> Pack:
         """The evidence pack behind :meth:`invoke` (for its full diagnostics)."""
-        if self.connection is None:
-            raise ConfigurationError("PgmemRetriever has no connection for sync calls (only an async_connection)")
-        with borrow(self.connection) as conn:
-            return pack(conn, query, namespace=self.namespace, budget=self.budget, **self.pack_options)
+        return self._packer().pack(query)
 
     async def apack(self, query: str) -> Pack:
         """The evidence pack behind :meth:`ainvoke`."""
-        if self.async_connection is None:
-            return await asyncio.to_thread(self.pack, query)
-        from pgmem.aio import pack as async_pack
-
-        async with aborrow(self.async_connection) as aconn:
-            return await async_pack(aconn, query, namespace=self.namespace, budget=self.budget, **self.pack_options)
+        return await self._packer().apack(query)
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
         return pack_documents(self.pack(query))
