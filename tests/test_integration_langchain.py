@@ -125,5 +125,25 @@ def test_the_docs_example_runs(dsn: str, monkeypatch: pytest.MonkeyPatch, capsys
     assert lines[0] == "3 new notes"
     assert lines[1].startswith("acme-history.md#")
     assert lines[1].endswith("Ada Lovelace founded Acme Corp in Paris in 1843.")
-    assert lines[-1] == "Its headquarters moved to Lyon in 1901."
+    assert lines[-2] == "Its headquarters moved to Lyon in 1901."
+    assert lines[-1] == lines[1].split()[0]  # the async retriever's top citation
     assert example["found"][0].metadata["family"] == "acme-history.md"
+
+
+def test_an_async_connection_serves_ainvoke(dsn: str, hashing: HashingEmbedder) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        _written(conn, hashing)
+        expected = pgmem.pack(conn, "Who founded Widget Inc?", namespace="lc", budget=2, embedder=hashing)
+
+    async def main() -> list[Document]:
+        async with await psycopg.AsyncConnection.connect(dsn) as aconn:  # not autocommit: pgmem works either way
+            retriever = PgmemRetriever(
+                async_connection=aconn, namespace="lc", budget=2, pack_options={"embedder": hashing}
+            )
+            with pytest.raises(pgmem.ConfigurationError, match="no connection for sync calls"):
+                retriever.invoke("Who founded Widget Inc?")
+            return await retriever.ainvoke("Who founded Widget Inc?")
+
+    documents = asyncio.run(main())
+    assert [d.id for d in documents] == [item.note_id for item in expected.items]
+    assert documents[0].metadata["scores"]["final"] == expected.items[0].final_score

@@ -127,3 +127,21 @@ def test_the_docs_example_runs(dsn: str, monkeypatch: pytest.MonkeyPatch, capsys
     assert lines[-2] == "Its headquarters moved to Lyon in 1901."
     assert lines[-1] == "['acme-products[0:35]', 'acme-products[37:76]']"
     assert example["found"][0].node.ref_doc_id == "acme-history"
+
+
+def test_an_async_pool_serves_aretrieve(dsn: str, hashing: HashingEmbedder) -> None:
+    from psycopg_pool import AsyncConnectionPool
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        _written(conn, hashing)
+        expected = pgmem.pack(conn, "Who founded Acme Corp?", namespace="li", budget=2, embedder=hashing)
+
+    async def main() -> list[list[str]]:
+        async with AsyncConnectionPool(dsn, min_size=1, max_size=2, kwargs={"autocommit": True}, open=False) as pool:
+            retriever = PgmemRetriever(
+                async_connection=pool, namespace="li", budget=2, pack_options={"embedder": hashing}
+            )
+            results = await asyncio.gather(*(retriever.aretrieve("Who founded Acme Corp?") for _ in range(3)))
+            return [[hit.node.node_id for hit in hits] for hits in results]
+
+    assert asyncio.run(main()) == [[item.note_id for item in expected.items]] * 3
