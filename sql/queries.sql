@@ -175,3 +175,8 @@ WHERE namespace = %(namespace)s
   AND (note_id = ANY (%(note_ids)s::uuid[]) OR document_id = ANY (%(document_ids)s::text[]))
 ORDER BY document_id, span_start, note_id
 LIMIT %(limit)s;
+
+-- name: session_role --
+-- The role a session acts as, and whether it may erase notes (pgmem.forget_v1: owner or admin).
+SELECT current_user::text AS role,
+       has_function_privilege('pgmem.forget_v1(text, text, text[], text)', 'EXECUTE') AS may_forget;
