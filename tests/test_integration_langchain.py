@@ -99,6 +99,8 @@ def test_the_retriever_reads_only_its_namespace_and_checks_its_options(
         PgmemRetriever(connection=conn, pack_options={"namespace": "lc"})
     with pytest.raises(pgmem.ConfigurationError, match="needs a connection"):
         PgmemRetriever(namespace="lc")
+    with pytest.raises(pgmem.ConfigurationError, match=r"budget must be in \[1, 1000\], got 0"):
+        PgmemRetriever(connection=conn, namespace="lc", budget=0)
     with pytest.raises(pgmem.InputError, match="namespace must be"):
         PgmemRetriever(connection=conn, namespace="no spaces")
     with pytest.raises(pgmem.ConfigurationError, match=r"connection must be a psycopg\.Connection"):

@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 
+from pgmem.aio import pack as async_pack
 from pgmem.api import pack
 from pgmem.db.errors import database_errors
 from pgmem.db.queries import run
@@ -22,7 +23,7 @@ from pgmem.ingest.sources import SplitConfig, spans_from_text
 from pgmem.ingest.spans import MAX_ID_CHARS
 from pgmem.operations import _note_ids
 from pgmem.types import Citation, Pack, PackItem, Span, jsonable
-from pgmem.validate import check_namespace, check_text, describe_value
+from pgmem.validate import check_namespace, check_text, describe_value, whole
 
 #: Most notes one read returns (a recall names a few; a reader loads a document).
 MAX_READ_NOTES = 10_000
@@ -78,6 +79,7 @@ class Packer:
 
     def __post_init__(self) -> None:
         check_namespace(self.namespace)
+        whole("budget", self.budget, 1, 1000)  # PackParams' range, checked before the first call
         if self.connection is None and self.async_connection is None:
             raise ConfigurationError("a pgmem retriever needs a connection (or an async_connection)")
         if not isinstance(self.options, Mapping):
@@ -100,8 +102,6 @@ class Packer:
     async def apack(self, question: str) -> Pack:
         if self.async_connection is None:
             return await asyncio.to_thread(self.pack, question)
-        from pgmem.aio import pack as async_pack
-
         async with aborrow(self.async_connection) as aconn:
             return await async_pack(aconn, question, namespace=self.namespace, budget=self.budget, **self.options)
 
