@@ -107,7 +107,8 @@ async def log_pack(conn: psycopg.AsyncConnection[Any], evidence: Pack) -> Pack:
     """Persist ``evidence`` and its diagnostics (one statement); returns it with its ``pack_id``."""
     logged, arguments = log_document(evidence)
     with database_errors("log pack"):
-        await run_async(conn, "log_pack", arguments)
+        # prepare=False: a server-side prepare would cost a round trip of its own.
+        await run_async(conn, "log_pack", arguments, prepare=False)
     return logged
 
 

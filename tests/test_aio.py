@@ -89,6 +89,7 @@ def test_async_pool_without_prepared_statements(dsn: str, hashing: HashingEmbedd
             for _ in range(8):  # past psycopg's default prepare threshold of 5
                 async with pool.connection() as aconn:
                     packs.append(await pgmem.aio.pack(aconn, QUESTION, embedder=hashing, log=True))
+
             # Concurrent packs on two pooled connections.
             async def one() -> pgmem.Pack:
                 async with pool.connection() as aconn:
@@ -164,13 +165,9 @@ def test_embedding_runs_off_the_event_loop(dsn: str, hashing: HashingEmbedder) -
 
 
 @pytest.mark.parametrize("factory", FACTORIES)
-def test_every_async_operation_works_whatever_the_row_factory(
-    dsn: str, hashing: HashingEmbedder, factory: str
-) -> None:
+def test_every_async_operation_works_whatever_the_row_factory(dsn: str, hashing: HashingEmbedder, factory: str) -> None:
     async def main() -> None:
-        async with await psycopg.AsyncConnection.connect(
-            dsn, autocommit=True, row_factory=FACTORIES[factory]
-        ) as aconn:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True, row_factory=FACTORIES[factory]) as aconn:
             written = await pgmem.aio.ingest(aconn, make_spans(TEXTS), embedder=hashing)
             assert written.inserted == 3
             assert (await pgmem.aio.ingest(aconn, make_spans(TEXTS), embedder=hashing)).skipped == 3
@@ -231,5 +228,25 @@ def test_async_ingest_inside_the_callers_transaction_rolls_back_with_it(dsn: str
                 assert (await pgmem.aio.pack(aconn, QUESTION, embedder=hashing)).items
             cursor = await aconn.execute("SELECT count(*) FROM pgmem.notes")
             assert await cursor.fetchone() == (0,)
+
+    run(main())
+
+
+def test_async_connect_binds_the_namespace_and_needs_a_dsn(
+    dsn: str, monkeypatch: pytest.MonkeyPatch, hashing: HashingEmbedder
+) -> None:
+    async def main() -> None:
+        async with await pgmem.aio.connect(dsn, namespace="tenant-7") as aconn:
+            assert aconn.autocommit
+            cursor = await aconn.execute("SELECT current_setting('pgmem.namespace')")
+            assert await cursor.fetchone() == ("tenant-7",)
+        monkeypatch.setenv("PGMEM_DSN", dsn)
+        async with await pgmem.aio.connect(autocommit=False) as aconn:
+            assert not aconn.autocommit
+        monkeypatch.delenv("PGMEM_DSN")
+        with pytest.raises(pgmem.ConfigurationError, match="needs a DSN"):
+            await pgmem.aio.connect()
+        with pytest.raises(pgmem.InputError):
+            await pgmem.aio.connect(dsn, namespace="bad namespace!")
 
     run(main())

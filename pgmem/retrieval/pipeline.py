@@ -46,6 +46,23 @@ MAX_QUERY_CHARS = 4_096
 MAX_HINTS = 64
 #: Longest hint, in characters: as long as a document id or a long URL handle.
 MAX_HINT_CHARS = 512
+#: What a logged pack keeps of each packed item (pgmem.pack_log_items): ids and scores, no text.
+LOGGED_ITEM_FIELDS = (
+    "rank",
+    "note_id",
+    "family",
+    "role",
+    "base_score",
+    "normalized_score",
+    "regularizer",
+    "final_score",
+    "decayed_score",
+    "max_overlap",
+    "dense_score",
+    "lexical_score",
+    "facet_boost",
+    "link_boost",
+)
 
 
 @dataclass(frozen=True)
@@ -303,6 +320,12 @@ def finish_pack(request: PackRequest, pool: Pool, timings: Mapping[str, float] |
     tick = time.perf_counter()
     calibrated = calibrate(pool, request.calibration, request.mode)
     result = rank_and_pack(pool, calibrated, request.packing)
+    # Each rejection is explained like a packed item: its base score and regulariser.
+    base_scores = {c.note_id: c.base_score for c in pool.candidates}
+    rejections = tuple(
+        dataclasses.replace(r, base_score=base_scores[r.note_id], regularizer=calibrated.regularizer(r.family))
+        for r in result.rejections
+    )
     diagnostics = Diagnostics(
         mode=request.mode,
         degraded=calibrated.degraded,
@@ -312,7 +335,7 @@ def finish_pack(request: PackRequest, pool: Pool, timings: Mapping[str, float] |
         pool_variance=pool.variance,
         entropy=pool.entropy,
         families=calibrated.families,
-        rejections=result.rejections,
+        rejections=rejections,
         parameters={
             "stage_one": request.stage_one.as_dict(),
             "calibration": request.calibration.as_dict(),
@@ -329,7 +352,8 @@ def finish_pack(request: PackRequest, pool: Pool, timings: Mapping[str, float] |
 def log_document(evidence: Pack) -> tuple[Pack, dict[str, Any]]:
     """The pack with a fresh ``pack_id``, and the bind parameters of the ``log_pack`` statement."""
     pack_id = str(uuid.uuid4())
-    d = evidence.to_dict()["diagnostics"]
+    whole = evidence.to_dict()
+    d = whole["diagnostics"]
     document = {
         "namespace": d["namespace"],
         "pack_id": pack_id,
@@ -343,6 +367,7 @@ def log_document(evidence: Pack) -> tuple[Pack, dict[str, Any]]:
         "pool_variance": d["pool_variance"],
         "entropy": d["entropy"],
         "note_ids": [item.note_id for item in evidence.items],
+        "items": [{key: item[key] for key in LOGGED_ITEM_FIELDS} for item in whole["items"]],
         "parameters": d["parameters"],
         "hints": d["hints"],
         "rejections": d["rejections"],
@@ -356,5 +381,6 @@ def log_pack(conn: psycopg.Connection[Any], evidence: Pack) -> Pack:
     """Persist ``evidence`` and its diagnostics (one statement); returns it with its ``pack_id``."""
     logged, arguments = log_document(evidence)
     with database_errors("log pack"):
-        run(conn, "log_pack", arguments)
+        # prepare=False: a server-side prepare would cost a round trip of its own.
+        run(conn, "log_pack", arguments, prepare=False)
     return logged
