@@ -36,8 +36,8 @@ from pgmem.errors import (
     PgmemError,
     SchemaError,
 )
-from pgmem.ingest.enricher import Enricher, Enrichment, SpanInput
-from pgmem.ingest.writer import IngestResult
+from pgmem.ingestion.enricher import Enricher, Enrichment, SpanInput
+from pgmem.ingestion.writer import IngestResult
 from pgmem.params import ROLES, CalibrationParams, PackParams, StageOneParams
 from pgmem.types import Citation, Diagnostics, FamilyCalibration, Pack, PackItem, Rejection, Span
 

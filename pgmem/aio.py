@@ -4,7 +4,7 @@ Every function takes the arguments of its sync namesake (:func:`pgmem.pack`,
 :func:`pgmem.ingest`, ...) and returns the same result types, raising the same
 :class:`pgmem.PgmemError` subclasses. The logic is not copied: validation, hints,
 calibration, packing and result building are the pure steps the sync driver runs
-(:mod:`pgmem.retrieval.pipeline`, :mod:`pgmem.operations`, :mod:`pgmem.ingest.writer`);
+(:mod:`pgmem.retrieval.pipeline`, :mod:`pgmem.operations`, :mod:`pgmem.ingestion.writer`);
 only the statements are awaited here. Embedding and enrichment are CPU-bound and run in
 a worker thread (:func:`asyncio.to_thread`), so the event loop keeps serving other tasks
 meanwhile. As with the sync API, the connection is used as it is (any row factory,
@@ -33,9 +33,9 @@ from pgmem.db.queries import fetch_async, run_async
 from pgmem.db.steps import drive_async
 from pgmem.embeddings import Embedder, resolve_embedder
 from pgmem.errors import ConfigurationError
-from pgmem.ingest.enricher import Enricher
-from pgmem.ingest.writer import IngestResult, check_reason
-from pgmem.ingest.writer import write as write_spans
+from pgmem.ingestion.enricher import Enricher
+from pgmem.ingestion.writer import IngestResult, check_reason
+from pgmem.ingestion.writer import write as write_spans
 from pgmem.operations import (
     FeedbackResult,
     ForgetResult,

@@ -17,9 +17,9 @@ import psycopg
 from pgmem.db.queries import fetch
 from pgmem.db.steps import drive
 from pgmem.embeddings import Embedder, resolve_embedder
-from pgmem.ingest.enricher import Enricher
-from pgmem.ingest.writer import IngestResult, check_reason
-from pgmem.ingest.writer import write as write_spans
+from pgmem.ingestion.enricher import Enricher
+from pgmem.ingestion.writer import IngestResult, check_reason
+from pgmem.ingestion.writer import write as write_spans
 from pgmem.operations import (
     MAX_FAMILIES,
     MAX_REASON_CHARS,

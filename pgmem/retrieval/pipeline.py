@@ -28,7 +28,7 @@ from pgmem.db.errors import database_errors
 from pgmem.db.queries import run
 from pgmem.embeddings import Embedder, embed_unique, resolve_embedder
 from pgmem.errors import ConfigurationError, InputError
-from pgmem.ingest.hints import QueryHints, derive_query_hints
+from pgmem.ingestion.hints import QueryHints, derive_query_hints
 from pgmem.params import ROLES, CalibrationParams, Mode, PackParams, StageOneParams, check_mode
 from pgmem.retrieval.calibrate import calibrate
 from pgmem.retrieval.packer import rank_and_pack
