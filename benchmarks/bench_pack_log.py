@@ -8,6 +8,7 @@ paired difference. With log=True the pack is written by one more statement
 is one round trip plus the insert and, in autocommit, its commit.
 
     .venv/bin/python benchmarks/bench_pack_log.py [--calls 100] [--dsn DSN] [--embedder hashing]
+        [--synchronous-commit off]
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--dsn")
     parser.add_argument("--embedder", default="hashing")
+    parser.add_argument(
+        "--synchronous-commit",
+        choices=("on", "off"),
+        default="on",
+        help="the session's synchronous_commit (off: a commit does not wait for its WAL flush)",
+    )
     args = parser.parse_args()
     if args.dsn is None and "PGMEM_HOME" not in os.environ:
         os.environ["PGMEM_HOME"] = tempfile.mkdtemp(prefix="pgmem-bench-")
@@ -43,6 +50,7 @@ def main() -> None:
     timings: dict[bool, list[float]] = {False: [], True: []}
     with pgmem.connect(args.dsn, migrate=True) as conn:
         pgmem.ingest(conn, spans, namespace=NAMESPACE, embedder=model)
+        conn.execute("SELECT set_config('synchronous_commit', %s, false)", (args.synchronous_commit,))
         asked = [q.question for q in questions][: args.calls]
         pgmem.pack(conn, asked[0], namespace=NAMESPACE, embedder=model, log=True)  # warm caches
         for i, question in enumerate(asked):
@@ -53,7 +61,8 @@ def main() -> None:
     differences = [logged - plain for plain, logged in zip(timings[False], timings[True], strict=True)]
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores,"
-        f" Python {platform.python_version()}; {model.name}, autocommit connection"
+        f" Python {platform.python_version()}; {model.name}, autocommit connection,"
+        f" synchronous_commit {args.synchronous_commit}, load average {os.getloadavg()[0]:.1f}"
     )
     print(f"pack() over {len(asked)} distinct questions, each with and without log=True:")
     for label, values in (("log=False", timings[False]), ("log=True", timings[True]), ("difference", differences)):

@@ -233,8 +233,8 @@ async def feedback(
     conn: psycopg.AsyncConnection[Any],
     *,
     namespace: str = "default",
-    helpful: Sequence[str] | None = None,
-    unhelpful: Sequence[str] | None = None,
+    helpful: Iterable[str] | None = None,
+    unhelpful: Iterable[str] | None = None,
     weight: float = 1.0,
     pack_id: str | None = None,
 ) -> FeedbackResult:

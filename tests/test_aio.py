@@ -9,10 +9,12 @@ from typing import Any, TypeVar
 import psycopg
 import pytest
 from helpers import make_spans
+from psycopg import sql
 from psycopg.rows import dict_row, namedtuple_row, tuple_row
 
 import pgmem
 import pgmem.aio
+from pgmem.db.connection import bind_namespace
 from pgmem.embeddings import HashingEmbedder
 
 T = TypeVar("T")
@@ -248,5 +250,28 @@ def test_async_connect_binds_the_namespace_and_needs_a_dsn(
             await pgmem.aio.connect()
         with pytest.raises(pgmem.InputError):
             await pgmem.aio.connect(dsn, namespace="bad namespace!")
+
+    run(main())
+
+
+@pytest.mark.parametrize("autocommit", [True, False])
+def test_an_async_write_refused_inside_its_transaction_leaves_the_connection_usable(
+    dsn: str, tenants: psycopg.Connection[Any], roles: dict[str, str], autocommit: bool
+) -> None:
+    """A writer ingesting with a model no admin registered: refused inside the write's
+    transaction block (register_namespace), which rolls back; the caller goes on."""
+    tenants.execute("SELECT pgmem.grant_namespace_v1(%s, 'other-model')", (roles["writer"],))
+    other = HashingEmbedder(dimension=48)
+
+    async def main() -> None:
+        conninfo = bind_namespace(dsn, "other-model")
+        async with await psycopg.AsyncConnection.connect(conninfo, autocommit=autocommit) as aconn:
+            await aconn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(roles["writer"])))
+            with pytest.raises(pgmem.ConfigurationError, match=r"is not registered.*register_model"):
+                await pgmem.aio.ingest(aconn, make_spans(["needs a model"]), namespace="other-model", embedder=other)
+            expected = psycopg.pq.TransactionStatus.IDLE if autocommit else psycopg.pq.TransactionStatus.INTRANS
+            assert aconn.info.transaction_status == expected  # not INERROR: the block rolled back
+            cursor = await aconn.execute("SELECT count(*) FROM pgmem.notes")
+            assert await cursor.fetchone() == (0,)
 
     run(main())
