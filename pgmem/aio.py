@@ -142,6 +142,8 @@ async def pack(
     question is embedded in a worker thread; ``timeout`` cancels the statement through
     the event loop.
     """
+    # Resolving a named embedder may load its model from disk: not on the event loop.
+    model = await asyncio.to_thread(resolve_embedder, embedder)
     request = prepare_pack(
         question,
         budget=budget,
@@ -160,7 +162,7 @@ async def pack(
         stage_one=stage_one,
         calibration=calibration,
         packing=packing,
-        embedder=embedder,
+        embedder=model,
         log=log,
         timeout=timeout,
     )
