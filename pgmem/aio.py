@@ -4,7 +4,7 @@ Every function takes the arguments of its sync namesake (:func:`pgmem.pack`,
 :func:`pgmem.ingest`, ...) and returns the same result types, raising the same
 :class:`pgmem.PgmemError` subclasses. The logic is not copied: validation, hints,
 calibration, packing and result building are the pure steps the sync driver runs
-(:mod:`pgmem.retrieval.pipeline`, :mod:`pgmem.operations`, :mod:`pgmem.ingest.writer`);
+(:mod:`pgmem.retrieval.pipeline`, :mod:`pgmem.operations`, :mod:`pgmem.ingestion.writer`);
 only the statements are awaited here. Embedding and enrichment are CPU-bound and run in
 a worker thread (:func:`asyncio.to_thread`), so the event loop keeps serving other tasks
 meanwhile. As with the sync API, the connection is used as it is (any row factory,
@@ -33,9 +33,9 @@ from pgmem.db.queries import fetch_async, run_async
 from pgmem.db.steps import drive_async
 from pgmem.embeddings import Embedder, resolve_embedder
 from pgmem.errors import ConfigurationError
-from pgmem.ingest.enricher import Enricher
-from pgmem.ingest.writer import IngestResult, check_reason
-from pgmem.ingest.writer import write as write_spans
+from pgmem.ingestion.enricher import Enricher
+from pgmem.ingestion.writer import IngestResult, check_reason
+from pgmem.ingestion.writer import write as write_spans
 from pgmem.operations import (
     FeedbackResult,
     ForgetResult,
@@ -107,7 +107,8 @@ async def log_pack(conn: psycopg.AsyncConnection[Any], evidence: Pack) -> Pack:
     """Persist ``evidence`` and its diagnostics (one statement); returns it with its ``pack_id``."""
     logged, arguments = log_document(evidence)
     with database_errors("log pack"):
-        await run_async(conn, "log_pack", arguments)
+        # prepare=False: a server-side prepare would cost a round trip of its own.
+        await run_async(conn, "log_pack", arguments, prepare=False)
     return logged
 
 
@@ -141,6 +142,8 @@ async def pack(
     question is embedded in a worker thread; ``timeout`` cancels the statement through
     the event loop.
     """
+    # Resolving a named embedder may load its model from disk: not on the event loop.
+    model = await asyncio.to_thread(resolve_embedder, embedder)
     request = prepare_pack(
         question,
         budget=budget,
@@ -159,7 +162,7 @@ async def pack(
         stage_one=stage_one,
         calibration=calibration,
         packing=packing,
-        embedder=embedder,
+        embedder=model,
         log=log,
         timeout=timeout,
     )
@@ -232,8 +235,8 @@ async def feedback(
     conn: psycopg.AsyncConnection[Any],
     *,
     namespace: str = "default",
-    helpful: Sequence[str] | None = None,
-    unhelpful: Sequence[str] | None = None,
+    helpful: Iterable[str] | None = None,
+    unhelpful: Iterable[str] | None = None,
     weight: float = 1.0,
     pack_id: str | None = None,
 ) -> FeedbackResult:

@@ -17,9 +17,9 @@ import psycopg
 from pgmem.db.queries import fetch
 from pgmem.db.steps import drive
 from pgmem.embeddings import Embedder, resolve_embedder
-from pgmem.ingest.enricher import Enricher
-from pgmem.ingest.writer import IngestResult, check_reason
-from pgmem.ingest.writer import write as write_spans
+from pgmem.ingestion.enricher import Enricher
+from pgmem.ingestion.writer import IngestResult, check_reason
+from pgmem.ingestion.writer import write as write_spans
 from pgmem.operations import (
     MAX_FAMILIES,
     MAX_REASON_CHARS,
@@ -256,8 +256,12 @@ def pack(
     embedder : Embedder or str, optional
         Must be the model the namespace was written with (else EmbeddingMismatchError).
     log : bool
-        Persist the pack and its diagnostics to ``pgmem.pack_log`` (one more
-        statement, in the caller's transaction if there is one).
+        Persist the pack and its diagnostics — the pack, its families, each packed
+        note's and each rejection's scores — to ``pgmem.pack_log`` and its companion
+        tables, explainable from SQL through ``pgmem.pack_explain_v1``. It costs one
+        more statement (the outputs exist only after stage one returns; see
+        docs/architecture.md), in the caller's transaction if there is one; the
+        returned pack carries its ``pack_id``.
     timeout : float, optional
         Seconds stage one may run (0 < timeout <= 86,400); past it the statement is cancelled and
         :class:`pgmem.DatabaseError` says so (inside a transaction, the transaction is

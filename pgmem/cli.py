@@ -18,7 +18,7 @@ from pgmem.api import ingest, pack
 from pgmem.db.connection import connect
 from pgmem.db.migrate import migrate
 from pgmem.errors import PgmemError
-from pgmem.ingest.sources import FAMILY_BY, SplitConfig, spans_from_path
+from pgmem.ingestion.sources import FAMILY_BY, SplitConfig, spans_from_path
 from pgmem.params import MODES, ROLES, PackParams
 from pgmem.render import print_pack
 

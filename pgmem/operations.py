@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pgmem.db.queries import Rows, Statement
 from pgmem.embeddings import Embedder
 from pgmem.errors import DatabaseError, InputError
-from pgmem.ingest.spans import MAX_ID_CHARS
+from pgmem.ingestion.spans import MAX_ID_CHARS
 from pgmem.retrieval.pipeline import check_strings
 from pgmem.validate import check_namespace, check_text, describe_value
 

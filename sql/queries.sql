@@ -128,7 +128,8 @@ FROM pgmem.feedback_v1(%(namespace)s, %(helpful)s::uuid[], %(unhelpful)s::uuid[]
 SELECT pgmem.reset_feedback_v1(%(namespace)s, %(families)s::text[]) AS judgements_removed;
 
 -- name: log_pack --
-SELECT pgmem.log_pack_v1(%(pack)s::jsonb) AS pack_id;
+-- Persist a pack with its families, packed items and rejections (one statement).
+SELECT pgmem.log_pack_v2(%(pack)s::jsonb) AS pack_id;
 
 -- name: namespace_model --
 SELECT m.name, m.dimension

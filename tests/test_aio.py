@@ -9,10 +9,12 @@ from typing import Any, TypeVar
 import psycopg
 import pytest
 from helpers import make_spans
+from psycopg import sql
 from psycopg.rows import dict_row, namedtuple_row, tuple_row
 
 import pgmem
 import pgmem.aio
+from pgmem.db.connection import bind_namespace
 from pgmem.embeddings import HashingEmbedder
 
 T = TypeVar("T")
@@ -89,6 +91,7 @@ def test_async_pool_without_prepared_statements(dsn: str, hashing: HashingEmbedd
             for _ in range(8):  # past psycopg's default prepare threshold of 5
                 async with pool.connection() as aconn:
                     packs.append(await pgmem.aio.pack(aconn, QUESTION, embedder=hashing, log=True))
+
             # Concurrent packs on two pooled connections.
             async def one() -> pgmem.Pack:
                 async with pool.connection() as aconn:
@@ -164,13 +167,9 @@ def test_embedding_runs_off_the_event_loop(dsn: str, hashing: HashingEmbedder) -
 
 
 @pytest.mark.parametrize("factory", FACTORIES)
-def test_every_async_operation_works_whatever_the_row_factory(
-    dsn: str, hashing: HashingEmbedder, factory: str
-) -> None:
+def test_every_async_operation_works_whatever_the_row_factory(dsn: str, hashing: HashingEmbedder, factory: str) -> None:
     async def main() -> None:
-        async with await psycopg.AsyncConnection.connect(
-            dsn, autocommit=True, row_factory=FACTORIES[factory]
-        ) as aconn:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True, row_factory=FACTORIES[factory]) as aconn:
             written = await pgmem.aio.ingest(aconn, make_spans(TEXTS), embedder=hashing)
             assert written.inserted == 3
             assert (await pgmem.aio.ingest(aconn, make_spans(TEXTS), embedder=hashing)).skipped == 3
@@ -229,6 +228,49 @@ def test_async_ingest_inside_the_callers_transaction_rolls_back_with_it(dsn: str
                     await pgmem.aio.ingest(aconn, bad, embedder=hashing)
                 # The refused batch left the caller's transaction usable.
                 assert (await pgmem.aio.pack(aconn, QUESTION, embedder=hashing)).items
+            cursor = await aconn.execute("SELECT count(*) FROM pgmem.notes")
+            assert await cursor.fetchone() == (0,)
+
+    run(main())
+
+
+def test_async_connect_binds_the_namespace_and_needs_a_dsn(
+    dsn: str, monkeypatch: pytest.MonkeyPatch, hashing: HashingEmbedder
+) -> None:
+    async def main() -> None:
+        async with await pgmem.aio.connect(dsn, namespace="tenant-7") as aconn:
+            assert aconn.autocommit
+            cursor = await aconn.execute("SELECT current_setting('pgmem.namespace')")
+            assert await cursor.fetchone() == ("tenant-7",)
+        monkeypatch.setenv("PGMEM_DSN", dsn)
+        async with await pgmem.aio.connect(autocommit=False) as aconn:
+            assert not aconn.autocommit
+        monkeypatch.delenv("PGMEM_DSN")
+        with pytest.raises(pgmem.ConfigurationError, match="needs a DSN"):
+            await pgmem.aio.connect()
+        with pytest.raises(pgmem.InputError):
+            await pgmem.aio.connect(dsn, namespace="bad namespace!")
+
+    run(main())
+
+
+@pytest.mark.parametrize("autocommit", [True, False])
+def test_an_async_write_refused_inside_its_transaction_leaves_the_connection_usable(
+    dsn: str, tenants: psycopg.Connection[Any], roles: dict[str, str], autocommit: bool
+) -> None:
+    """A writer ingesting with a model no admin registered: refused inside the write's
+    transaction block (register_namespace), which rolls back; the caller goes on."""
+    tenants.execute("SELECT pgmem.grant_namespace_v1(%s, 'other-model')", (roles["writer"],))
+    other = HashingEmbedder(dimension=48)
+
+    async def main() -> None:
+        conninfo = bind_namespace(dsn, "other-model")
+        async with await psycopg.AsyncConnection.connect(conninfo, autocommit=autocommit) as aconn:
+            await aconn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(roles["writer"])))
+            with pytest.raises(pgmem.ConfigurationError, match=r"is not registered.*register_model"):
+                await pgmem.aio.ingest(aconn, make_spans(["needs a model"]), namespace="other-model", embedder=other)
+            expected = psycopg.pq.TransactionStatus.IDLE if autocommit else psycopg.pq.TransactionStatus.INTRANS
+            assert aconn.info.transaction_status == expected  # not INERROR: the block rolled back
             cursor = await aconn.execute("SELECT count(*) FROM pgmem.notes")
             assert await cursor.fetchone() == (0,)
 

@@ -40,7 +40,7 @@ from pgmem.errors import ConfigurationError, InputError
 from pgmem.eval.datasets import EvalCorpus
 from pgmem.eval.metrics import QuestionResult, summarise
 from pgmem.eval.runner import SYSTEMS, RunConfig, evaluate, evaluation_steps
-from pgmem.ingest.spans import MAX_SPAN_BYTES
+from pgmem.ingestion.spans import MAX_SPAN_BYTES
 from pgmem.types import Span, jsonable
 from pgmem.validate import check_namespace
 

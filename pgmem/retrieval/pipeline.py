@@ -28,13 +28,13 @@ from pgmem.db.errors import database_errors
 from pgmem.db.queries import run
 from pgmem.embeddings import Embedder, embed_unique, resolve_embedder
 from pgmem.errors import ConfigurationError, InputError
-from pgmem.ingest.hints import QueryHints, derive_query_hints
+from pgmem.ingestion.hints import QueryHints, derive_query_hints
 from pgmem.params import ROLES, CalibrationParams, Mode, PackParams, StageOneParams, check_mode
 from pgmem.retrieval.calibrate import calibrate
 from pgmem.retrieval.packer import rank_and_pack
 from pgmem.retrieval.pool import Pool
 from pgmem.retrieval.stage_one import Hints, run_stage_one, stage_one_arguments
-from pgmem.types import Diagnostics, Pack
+from pgmem.types import Diagnostics, Pack, jsonable
 from pgmem.validate import check_namespace, check_text, describe_value, parse_timestamp, timeout_seconds
 
 #: Longest question accepted, in characters (the embedder reads far less).
@@ -46,6 +46,23 @@ MAX_QUERY_CHARS = 4_096
 MAX_HINTS = 64
 #: Longest hint, in characters: as long as a document id or a long URL handle.
 MAX_HINT_CHARS = 512
+#: What a logged pack keeps of each packed item (pgmem.pack_log_items): ids and scores, no text.
+LOGGED_ITEM_FIELDS = (
+    "rank",
+    "note_id",
+    "family",
+    "role",
+    "base_score",
+    "normalized_score",
+    "regularizer",
+    "final_score",
+    "decayed_score",
+    "max_overlap",
+    "dense_score",
+    "lexical_score",
+    "facet_boost",
+    "link_boost",
+)
 
 
 @dataclass(frozen=True)
@@ -303,6 +320,12 @@ def finish_pack(request: PackRequest, pool: Pool, timings: Mapping[str, float] |
     tick = time.perf_counter()
     calibrated = calibrate(pool, request.calibration, request.mode)
     result = rank_and_pack(pool, calibrated, request.packing)
+    # Each rejection is explained like a packed item: its base score and regulariser.
+    base_scores = {c.note_id: c.base_score for c in pool.candidates}
+    rejections = tuple(
+        dataclasses.replace(r, base_score=base_scores[r.note_id], regularizer=calibrated.regularizer(r.family))
+        for r in result.rejections
+    )
     diagnostics = Diagnostics(
         mode=request.mode,
         degraded=calibrated.degraded,
@@ -312,7 +335,7 @@ def finish_pack(request: PackRequest, pool: Pool, timings: Mapping[str, float] |
         pool_variance=pool.variance,
         entropy=pool.entropy,
         families=calibrated.families,
-        rejections=result.rejections,
+        rejections=rejections,
         parameters={
             "stage_one": request.stage_one.as_dict(),
             "calibration": request.calibration.as_dict(),
@@ -327,34 +350,41 @@ def finish_pack(request: PackRequest, pool: Pool, timings: Mapping[str, float] |
 
 
 def log_document(evidence: Pack) -> tuple[Pack, dict[str, Any]]:
-    """The pack with a fresh ``pack_id``, and the bind parameters of the ``log_pack`` statement."""
+    """The pack with a fresh ``pack_id``, and the bind parameters of the ``log_pack`` statement.
+
+    The document holds what ``Pack.to_dict()`` holds for the logged fields (JSON-ready:
+    datetimes as text, non-finite floats as null), built field by field: a deep
+    ``dataclasses.asdict`` of the whole pack cost several milliseconds per logged pack.
+    """
     pack_id = str(uuid.uuid4())
-    d = evidence.to_dict()["diagnostics"]
+    d = evidence.diagnostics
     document = {
-        "namespace": d["namespace"],
+        "namespace": d.namespace,
         "pack_id": pack_id,
         "query": evidence.query,
-        "mode": d["mode"],
-        "embedding_model": d["embedding_model"],
-        "degraded": d["degraded"],
-        "degraded_reasons": d["degraded_reasons"],
-        "pool_size": d["pool_size"],
-        "pool_mean": d["pool_mean"],
-        "pool_variance": d["pool_variance"],
-        "entropy": d["entropy"],
+        "mode": d.mode,
+        "embedding_model": d.embedding_model,
+        "degraded": d.degraded,
+        "degraded_reasons": list(d.degraded_reasons),
+        "pool_size": d.pool_size,
+        "pool_mean": d.pool_mean,
+        "pool_variance": d.pool_variance,
+        "entropy": d.entropy,
         "note_ids": [item.note_id for item in evidence.items],
-        "parameters": d["parameters"],
-        "hints": d["hints"],
-        "rejections": d["rejections"],
-        "timings_ms": d["timings_ms"],
-        "families": d["families"],
+        "items": [{key: getattr(item, key) for key in LOGGED_ITEM_FIELDS} for item in evidence.items],
+        "parameters": d.parameters,
+        "hints": d.hints,
+        "rejections": [vars(rejection) for rejection in d.rejections],
+        "timings_ms": d.timings_ms,
+        "families": [vars(family) for family in d.families],
     }
-    return dataclasses.replace(evidence, pack_id=pack_id), {"pack": Jsonb(document)}
+    return dataclasses.replace(evidence, pack_id=pack_id), {"pack": Jsonb(jsonable(document))}
 
 
 def log_pack(conn: psycopg.Connection[Any], evidence: Pack) -> Pack:
     """Persist ``evidence`` and its diagnostics (one statement); returns it with its ``pack_id``."""
     logged, arguments = log_document(evidence)
     with database_errors("log pack"):
-        run(conn, "log_pack", arguments)
+        # prepare=False: a server-side prepare would cost a round trip of its own.
+        run(conn, "log_pack", arguments, prepare=False)
     return logged

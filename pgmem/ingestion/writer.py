@@ -25,8 +25,8 @@ from pgmem.db.steps import Begin, Commit, Compute, Copy, Execute, Fetch, Steps
 from pgmem.db.vectors import vector_literal
 from pgmem.embeddings import Embedder, embed_unique
 from pgmem.errors import InputError, SchemaError
-from pgmem.ingest.enricher import Enricher, Enrichment, RuleEnricher, SpanInput
-from pgmem.ingest.spans import MAX_CONTEXT_CHARS, MAX_SPAN_BYTES, ValidSpan, validate_span
+from pgmem.ingestion.enricher import Enricher, Enrichment, RuleEnricher, SpanInput
+from pgmem.ingestion.spans import MAX_CONTEXT_CHARS, MAX_SPAN_BYTES, ValidSpan, validate_span
 from pgmem.params import ROLES
 from pgmem.types import Span
 from pgmem.validate import (
