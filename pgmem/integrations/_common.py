@@ -19,8 +19,8 @@ from pgmem.api import pack
 from pgmem.db.errors import database_errors
 from pgmem.db.queries import run
 from pgmem.errors import ConfigurationError, InputError
-from pgmem.ingest.sources import SplitConfig, spans_from_text
-from pgmem.ingest.spans import MAX_ID_CHARS
+from pgmem.ingestion.sources import SplitConfig, spans_from_text
+from pgmem.ingestion.spans import MAX_ID_CHARS
 from pgmem.operations import _note_ids
 from pgmem.types import Citation, Pack, PackItem, Span, jsonable
 from pgmem.validate import check_namespace, check_text, describe_value, whole

@@ -23,9 +23,9 @@ from pydantic import Field, model_validator
 from pgmem.api import ingest
 from pgmem.embeddings import Embedder
 from pgmem.errors import InputError
-from pgmem.ingest.enricher import Enricher
-from pgmem.ingest.split import SplitConfig
-from pgmem.ingest.writer import IngestResult
+from pgmem.ingestion.enricher import Enricher
+from pgmem.ingestion.split import SplitConfig
+from pgmem.ingestion.writer import IngestResult
 from pgmem.integrations._common import Packer, content_id, item_metadata, text_spans
 from pgmem.types import Pack, Span
 from pgmem.validate import describe_value

@@ -32,9 +32,9 @@ from llama_index.core.schema import (
 from pgmem.api import ingest
 from pgmem.embeddings import Embedder
 from pgmem.errors import InputError
-from pgmem.ingest.enricher import Enricher
-from pgmem.ingest.split import SplitConfig
-from pgmem.ingest.writer import IngestResult
+from pgmem.ingestion.enricher import Enricher
+from pgmem.ingestion.split import SplitConfig
+from pgmem.ingestion.writer import IngestResult
 from pgmem.integrations._common import Packer, StoredNote, borrow, item_metadata, read_notes, text_spans
 from pgmem.types import Pack, Span
 from pgmem.validate import check_namespace, describe_value

@@ -30,7 +30,7 @@ from pgmem.db.errors import database_errors
 from pgmem.db.queries import run
 from pgmem.embeddings import Embedder
 from pgmem.errors import DatabaseError, InputError, PgmemError
-from pgmem.ingest.sources import spans_from_text
+from pgmem.ingestion.sources import spans_from_text
 from pgmem.integrations._common import content_id, read_notes
 from pgmem.validate import check_namespace, check_text, describe_value
 
