@@ -21,8 +21,8 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pgmem.ingest import times
-from pgmem.ingest.enricher import RuleEnricher, SpanInput
+from pgmem.ingestion import times
+from pgmem.ingestion.enricher import RuleEnricher, SpanInput
 
 DEFAULT_DATA = Path("/work/shared/data/locomo/locomo_dev5.json")
 _SESSION = re.compile(r"^session_(\d+)$")

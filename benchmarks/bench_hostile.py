@@ -20,9 +20,9 @@ from typing import Any
 
 import pgmem
 from pgmem.embeddings import HashingEmbedder
-from pgmem.ingest.handles import extract_handles
-from pgmem.ingest.roles import classify_role
-from pgmem.ingest.split import sentence_ranges
+from pgmem.ingestion.handles import extract_handles
+from pgmem.ingestion.roles import classify_role
+from pgmem.ingestion.split import sentence_ranges
 
 SIZE = 16_384
 CRAFTED: dict[str, tuple[Callable[[str], object], str]] = {

@@ -1,7 +1,9 @@
 """pgmem: memory for LLM agents inside PostgreSQL.
 
 Write source text as immutable, span-grounded notes with :func:`ingest`; read a
-small, fixed-budget evidence pack for a question with :func:`pack`.
+small, fixed-budget evidence pack for a question with :func:`pack`. The same operations
+on ``psycopg.AsyncConnection`` are in :mod:`pgmem.aio`; docs/architecture.md shows
+where each step lives.
 
 >>> import pgmem
 >>> conn = pgmem.connect()            # embedded PostgreSQL, migrated
@@ -36,8 +38,8 @@ from pgmem.errors import (
     PgmemError,
     SchemaError,
 )
-from pgmem.ingest.enricher import Enricher, Enrichment, SpanInput
-from pgmem.ingest.writer import IngestResult
+from pgmem.ingestion.enricher import Enricher, Enrichment, SpanInput
+from pgmem.ingestion.writer import IngestResult
 from pgmem.params import ROLES, CalibrationParams, PackParams, StageOneParams
 from pgmem.replicas import ReplicaSet
 from pgmem.types import Citation, Diagnostics, FamilyCalibration, Pack, PackItem, Rejection, Span

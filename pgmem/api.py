@@ -1,55 +1,71 @@
-"""The public operations: ingest spans, pack evidence for a question."""
+"""The public operations (sync driver): ingest spans, pack evidence for a question.
+
+Each operation is its pure pieces composed around the I/O on a psycopg connection:
+the pack is :mod:`pgmem.retrieval.pipeline` (prepare → one statement → finish), the
+small operations are :mod:`pgmem.operations` (arguments → one statement → result).
+:mod:`pgmem.aio` composes the same pieces on an async connection.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
-import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import psycopg
-from psycopg.types.json import Jsonb
 
-from pgmem.db.errors import database_errors
-from pgmem.db.queries import query, run
-from pgmem.embeddings import Embedder, embed_unique, resolve_embedder
-from pgmem.errors import ConfigurationError, DatabaseError, InputError
-from pgmem.ingest.enricher import Enricher
-from pgmem.ingest.hints import QueryHints, derive_query_hints
-from pgmem.ingest.spans import MAX_ID_CHARS
-from pgmem.ingest.writer import IngestResult, check_reason
-from pgmem.ingest.writer import write as write_spans
-from pgmem.params import (
-    ROLES,
-    CalibrationParams,
-    Mode,
-    PackParams,
-    StageOneParams,
-    check_mode,
+from pgmem.db.queries import fetch
+from pgmem.db.steps import drive
+from pgmem.embeddings import Embedder, resolve_embedder
+from pgmem.ingestion.enricher import Enricher
+from pgmem.ingestion.writer import IngestResult, check_reason
+from pgmem.ingestion.writer import write as write_spans
+from pgmem.operations import (
+    MAX_FAMILIES,
+    MAX_REASON_CHARS,
+    FeedbackResult,
+    ForgetResult,
+    feedback_result,
+    feedback_statement,
+    forget_result,
+    forget_statement,
+    register_model_result,
+    register_model_statement,
+    reset_feedback_result,
+    reset_feedback_statement,
 )
-from pgmem.retrieval.calibrate import calibrate
-from pgmem.retrieval.packer import rank_and_pack
-from pgmem.retrieval.stage_one import Hints, run_stage_one, stage_one_arguments
-from pgmem.types import Diagnostics, Pack, Span
-from pgmem.validate import check_namespace, check_text, describe_value, parse_timestamp, timeout_seconds
+from pgmem.params import CalibrationParams, Mode, PackParams, StageOneParams
+from pgmem.retrieval.pipeline import (
+    MAX_HINT_CHARS,
+    MAX_HINTS,
+    MAX_QUERY_CHARS,
+    Stopwatch,
+    build_hints,
+    embed_question,
+    fetch_pool,
+    finish_pack,
+    log_pack,
+    prepare_pack,
+)
+from pgmem.types import Pack, Span
 
-#: Longest question accepted, in characters (the embedder reads far less).
-MAX_QUERY_CHARS = 4_096
-#: Most entity, keyword or handle hints a pack uses, each kind counted apart. Stage one
-#: compares every hint with every candidate's tags, so hints are bounded like the
-#: question: 64 is the largest keyword budget and lexical term count, and more than any
-#: question names (a 4,096-character question derives a few dozen at most).
-MAX_HINTS = 64
-#: Longest hint, in characters: as long as a document id or a long URL handle.
-MAX_HINT_CHARS = 512
-#: Most families one :func:`reset_feedback` call names.
-MAX_FAMILIES = 10_000
-#: Longest reason of a :func:`forget` call, in characters (it is kept in the audit table).
-MAX_REASON_CHARS = 4_096
+__all__ = [
+    "MAX_FAMILIES",
+    "MAX_HINTS",
+    "MAX_HINT_CHARS",
+    "MAX_QUERY_CHARS",
+    "MAX_REASON_CHARS",
+    "FeedbackResult",
+    "ForgetResult",
+    "build_hints",
+    "feedback",
+    "forget",
+    "ingest",
+    "pack",
+    "register_model",
+    "reset_feedback",
+    "supersede",
+]
 
 
 def ingest(
@@ -94,13 +110,15 @@ def ingest(
     IngestResult
         Note ids in input order, and how many notes were new or already present.
     """
-    return write_spans(
+    return drive(
         conn,
-        spans,
-        namespace=namespace,
-        embedder=resolve_embedder(embedder),
-        enricher=enricher,
-        progress=progress,
+        write_spans(
+            spans,
+            namespace=namespace,
+            embedder=resolve_embedder(embedder),
+            enricher=enricher,
+            progress=progress,
+        ),
     )
 
 
@@ -156,138 +174,17 @@ def supersede(
         Note ids in input order, how many notes were written or left alone, and in
         ``superseded`` the ids of the notes replaced.
     """
-    return write_spans(
+    return drive(
         conn,
-        spans,
-        namespace=namespace,
-        embedder=resolve_embedder(embedder),
-        enricher=enricher,
-        progress=progress,
-        supersede_reason=check_reason(reason),
+        write_spans(
+            spans,
+            namespace=namespace,
+            embedder=resolve_embedder(embedder),
+            enricher=enricher,
+            progress=progress,
+            supersede_reason=check_reason(reason),
+        ),
     )
-
-
-def _check_question(question: object) -> str:
-    return check_text("question", question, max_chars=MAX_QUERY_CHARS)
-
-
-def _strings(name: str, values: Sequence[str] | None, *, limit: int = MAX_HINTS) -> tuple[str, ...]:
-    if values is None:
-        return ()
-    if isinstance(values, str) or not isinstance(values, Iterable):
-        raise InputError(f"{name} must be a list of non-empty strings, got {describe_value(values)}")
-    items = list(itertools.islice(values, limit + 1))
-    if len(items) > limit:
-        raise InputError(f"{name} must hold at most {limit} values, got more")
-    return tuple(check_text(f"{name}[{i}]", v, max_chars=MAX_HINT_CHARS).strip() for i, v in enumerate(items))
-
-
-def _hints(
-    entities: Sequence[str] | None,
-    time_range: tuple[datetime | str | None, datetime | str | None] | None,
-    keywords: Sequence[str] | None,
-    handles: Sequence[str] | None,
-    roles: Sequence[str] | None,
-) -> Hints:
-    time_from = time_to = None
-    if time_range is not None:
-        if not isinstance(time_range, tuple | list) or len(time_range) != 2:
-            raise InputError(f"time_range must be a (start, end) pair, got {describe_value(time_range)}")
-        start, end = time_range
-        time_from = parse_timestamp(start, "time_range start") if start is not None else None
-        time_to = parse_timestamp(end, "time_range end") if end is not None else None
-        if time_from and time_to and time_to <= time_from:
-            raise InputError(f"time_range end must be after its start, got {start} .. {end}")
-    role_filter = None
-    if roles is not None:
-        role_filter = _strings("roles", roles)
-        unknown = [r for r in role_filter if r not in ROLES]
-        if unknown or not role_filter:
-            raise InputError(f"roles must be a non-empty list of {', '.join(ROLES)}; got {describe_value(roles)}")
-    return Hints(
-        entities=_strings("entities", entities),
-        time_from=time_from,
-        time_to=time_to,
-        keywords=_strings("keywords", keywords),
-        handles=_strings("handles", handles),
-        roles=role_filter,
-    )
-
-
-def build_hints(
-    question: str,
-    *,
-    derive: bool = True,
-    entities: Sequence[str] | None = None,
-    time_range: tuple[datetime | str | None, datetime | str | None] | None = None,
-    keywords: Sequence[str] | None = None,
-    handles: Sequence[str] | None = None,
-    roles: Sequence[str] | None = None,
-    where: str | None = None,
-) -> Hints:
-    """The stage-one hints of a pack: the caller's, checked, plus those derived from the
-    question, plus the compiled ``where`` filter (shared by pack() and the evaluation)."""
-    hints = _hints(entities, time_range, keywords, handles, roles)
-    if derive:
-        hints = _with_derived(hints, derive_query_hints(question))
-    if where is not None:
-        # sqlglot costs ~60 ms to import: only packs with a filter pay it.
-        from pgmem.retrieval.filters import compile_filter
-
-        compiled = compile_filter(where)
-        hints = dataclasses.replace(hints, filter_tree=compiled.tree, filter_text=compiled.expression)
-    return hints
-
-
-def _merge(given: tuple[str, ...], derived: tuple[str, ...]) -> tuple[str, ...]:
-    """The given hints, then derived ones not among them, at most MAX_HINTS in all."""
-    seen = {value.lower() for value in given}
-    usable = (value for value in derived if value.lower() not in seen and len(value) <= MAX_HINT_CHARS)
-    return (given + tuple(usable))[:MAX_HINTS]
-
-
-def _with_derived(hints: Hints, derived: QueryHints) -> Hints:
-    """The caller's hints, completed with those derived from the question itself.
-
-    Derived entities, keywords and handles are added to the given ones; a derived time
-    range is used only when the caller gave none.
-    """
-    use_time = hints.time_from is None and hints.time_to is None
-    return dataclasses.replace(
-        hints,
-        entities=_merge(hints.entities, derived.entities),
-        keywords=_merge(hints.keywords, derived.keywords),
-        handles=_merge(hints.handles, derived.handles),
-        time_from=derived.time_from if use_time else hints.time_from,
-        time_to=derived.time_to if use_time else hints.time_to,
-        derived={
-            "entities": list(derived.entities),
-            "time_from": derived.time_from.isoformat() if derived.time_from else None,
-            "time_to": derived.time_to.isoformat() if derived.time_to else None,
-            "keywords": list(derived.keywords),
-            "handles": list(derived.handles),
-        },
-    )
-
-
-def _packing(
-    packing: PackParams | None,
-    budget: int | None,
-    token_budget: int | None,
-    role_quotas: Mapping[str, int] | None,
-    family_cap: int | None,
-) -> PackParams:
-    base = packing or PackParams()
-    overrides: dict[str, Any] = {}
-    if budget is not None:
-        overrides["budget"] = budget
-    if token_budget is not None:
-        overrides["token_budget"] = token_budget
-    if role_quotas is not None:
-        overrides["role_quotas"] = role_quotas
-    if family_cap is not None:
-        overrides["family_cap"] = family_cap
-    return dataclasses.replace(base, **overrides) if overrides else base
 
 
 def pack(
@@ -359,8 +256,12 @@ def pack(
     embedder : Embedder or str, optional
         Must be the model the namespace was written with (else EmbeddingMismatchError).
     log : bool
-        Persist the pack and its diagnostics to ``pgmem.pack_log`` (one more
-        statement, in the caller's transaction if there is one).
+        Persist the pack and its diagnostics — the pack, its families, each packed
+        note's and each rejection's scores — to ``pgmem.pack_log`` and its companion
+        tables, explainable from SQL through ``pgmem.pack_explain_v1``. It costs one
+        more statement (the outputs exist only after stage one returns; see
+        docs/architecture.md), in the caller's transaction if there is one; the
+        returned pack carries its ``pack_id``.
     timeout : float, optional
         Seconds stage one may run (0 < timeout <= 86,400); past it the statement is cancelled and
         :class:`pgmem.DatabaseError` says so (inside a transaction, the transaction is
@@ -371,107 +272,35 @@ def pack(
     Pack
         ``items`` in pack order and ``diagnostics`` explaining them.
     """
-    started = time.perf_counter()
-    check_namespace(namespace)
-    question = _check_question(question)
-    mode = check_mode(mode)
-    hints = build_hints(
+    request = prepare_pack(
         question,
-        derive=derive_hints,
+        budget=budget,
+        namespace=namespace,
+        mode=mode,
+        token_budget=token_budget,
+        roles=roles,
+        role_quotas=role_quotas,
+        family_cap=family_cap,
         entities=entities,
         time_range=time_range,
         keywords=keywords,
         handles=handles,
-        roles=roles,
         where=where,
+        derive_hints=derive_hints,
+        stage_one=stage_one,
+        calibration=calibration,
+        packing=packing,
+        embedder=embedder,
+        log=log,
+        timeout=timeout,
     )
-    stage_one = stage_one or StageOneParams()
-    calibration = calibration or CalibrationParams()
-    for name, value, kind in (
-        ("stage_one", stage_one, StageOneParams),
-        ("calibration", calibration, CalibrationParams),
-        ("packing", packing, PackParams),
-    ):
-        if value is not None and not isinstance(value, kind):
-            raise ConfigurationError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
-    packing = _packing(packing, budget, token_budget, role_quotas, family_cap)
-    if timeout is not None:
-        timeout = timeout_seconds("timeout", timeout)
-    model = resolve_embedder(embedder)
-
-    query_vector = embed_unique(model, [question])[0]
-    embedded = time.perf_counter()
-    pool = run_stage_one(
-        conn, stage_one_arguments(namespace, model.name, query_vector, question, hints, stage_one), timeout
-    )
-    searched = time.perf_counter()
-    calibrated = calibrate(pool, calibration, mode)
-    result = rank_and_pack(pool, calibrated, packing)
-    packed = time.perf_counter()
-
-    diagnostics = Diagnostics(
-        mode=mode,
-        degraded=calibrated.degraded,
-        degraded_reasons=calibrated.degraded_reasons,
-        pool_size=pool.size,
-        pool_mean=pool.mean,
-        pool_variance=pool.variance,
-        entropy=pool.entropy,
-        families=calibrated.families,
-        rejections=result.rejections,
-        parameters={
-            "stage_one": stage_one.as_dict(),
-            "calibration": calibration.as_dict(),
-            "packing": packing.as_dict(),
-        },
-        hints=hints.as_dict(),
-        timings_ms={
-            "embed": round((embedded - started) * 1000, 3),
-            "stage_one": round((searched - embedded) * 1000, 3),
-            "calibrate_and_pack": round((packed - searched) * 1000, 3),
-        },
-        namespace=namespace,
-        embedding_model=model.name,
-    )
-    evidence = Pack(query=question, items=result.items, diagnostics=diagnostics)
-    if log:
-        evidence = _log(conn, evidence)
-    return evidence
-
-
-def _log(conn: psycopg.Connection[Any], evidence: Pack) -> Pack:
-    pack_id = str(uuid.uuid4())
-    d = evidence.to_dict()["diagnostics"]
-    document = {
-        "namespace": d["namespace"],
-        "pack_id": pack_id,
-        "query": evidence.query,
-        "mode": d["mode"],
-        "embedding_model": d["embedding_model"],
-        "degraded": d["degraded"],
-        "degraded_reasons": d["degraded_reasons"],
-        "pool_size": d["pool_size"],
-        "pool_mean": d["pool_mean"],
-        "pool_variance": d["pool_variance"],
-        "entropy": d["entropy"],
-        "note_ids": [item.note_id for item in evidence.items],
-        "parameters": d["parameters"],
-        "hints": d["hints"],
-        "rejections": d["rejections"],
-        "timings_ms": d["timings_ms"],
-        "families": d["families"],
-    }
-    with database_errors("log pack"):
-        conn.execute(query("log_pack"), {"pack": Jsonb(document)})
-    return dataclasses.replace(evidence, pack_id=pack_id)
-
-
-@dataclass(frozen=True)
-class ForgetResult:
-    """What :func:`forget` removed: how many notes, and the audit record that says so."""
-
-    audit_id: int
-    notes_removed: int
+    clock = Stopwatch(request.started)
+    request = embed_question(request)
+    clock.lap("embed")
+    pool = fetch_pool(conn, request)
+    clock.lap("stage_one")
+    evidence = finish_pack(request, pool, clock.laps)
+    return log_pack(conn, evidence) if request.log else evidence
 
 
 def forget(
@@ -502,66 +331,14 @@ def forget(
     note_ids, document_id, family : exactly one
         What to erase.
     """
-    check_namespace(namespace)
-    selectors = {"notes": note_ids, "document": document_id, "family": family}
-    given = [(scope, value) for scope, value in selectors.items() if value is not None]
-    if len(given) != 1:
-        raise InputError("forget needs exactly one of note_ids, document_id or family")
-    check_text("forget: reason", reason, max_chars=MAX_REASON_CHARS)
-    scope, value = given[0]
-    if scope == "notes":
-        selector = _note_ids("forget: note_ids", value)
-        if not selector:
-            raise InputError("forget: note_ids must be a non-empty list of note ids")
-    else:
-        field = "document_id" if scope == "document" else scope
-        selector = [check_text(f"forget: {field}", value, max_chars=MAX_ID_CHARS)]
-    with database_errors("forget"):
-        row = run(
-            conn, "forget", {"namespace": namespace, "scope": scope, "selector": selector, "reason": reason}
-        ).fetchone()
-    if row is None:
-        raise DatabaseError("forget: pgmem.forget_v1 returned nothing")
-    return ForgetResult(audit_id=int(row["audit_id"]), notes_removed=int(row["notes_removed"]))
-
-
-def _uuid(name: str, value: object) -> str:
-    """``value`` as a canonical UUID string, else InputError naming ``name``."""
-    # Only text is parsed: str() of an arbitrary object can fail in any way.
-    parsed = value
-    if isinstance(value, str):
-        try:
-            parsed = uuid.UUID(value)
-        except ValueError:
-            parsed = None
-    if not isinstance(parsed, uuid.UUID):
-        raise InputError(f"{name} must be a UUID, got {describe_value(value)}")
-    return str(parsed)
-
-
-@dataclass(frozen=True)
-class FeedbackResult:
-    """What :func:`feedback` recorded, and the families' updated summed feedback weights."""
-
-    recorded: int
-    #: family -> (helpful, unhelpful) summed weights after this feedback.
-    families: Mapping[str, tuple[float, float]]
-
-
-def _note_ids(name: str, values: Iterable[str] | None) -> list[str]:
-    """Canonical note ids from a list of UUIDs, else InputError naming the bad element."""
-    if values is None:
-        return []
-    if isinstance(values, str) or not isinstance(values, Iterable):
-        raise InputError(f"{name} must be a list of note ids, got {describe_value(values)}")
-    return [_uuid(f"{name}[{i}]", v) for i, v in enumerate(values)]
-
-
-def _unique_note_ids(name: str, values: Iterable[str] | None) -> list[str]:
-    ids = _note_ids(f"feedback: {name}", values)
-    if len(set(ids)) != len(ids):
-        raise InputError(f"feedback: {name} names a note twice")
-    return ids
+    return forget_result(
+        fetch(
+            conn,
+            forget_statement(
+                namespace=namespace, reason=reason, note_ids=note_ids, document_id=document_id, family=family
+            ),
+        )
+    )
 
 
 def feedback(
@@ -600,25 +377,10 @@ def feedback(
     FeedbackResult
         How many judgements were recorded and the updated totals of the families touched.
     """
-    check_namespace(namespace)
-    good = _unique_note_ids("helpful", helpful)
-    bad = _unique_note_ids("unhelpful", unhelpful)
-    if not good and not bad:
-        raise InputError("feedback: give at least one helpful or unhelpful note id")
-    both = sorted(set(good) & set(bad))
-    if both:
-        raise InputError(f"feedback: note {both[0]} is both helpful and unhelpful")
-    if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 < weight <= 1000:
-        raise InputError(f"feedback: weight must be in (0, 1000], got {describe_value(weight)}")
-    if pack_id is not None:
-        pack_id = _uuid("feedback: pack_id", pack_id)
-    arguments = {"namespace": namespace, "helpful": good, "unhelpful": bad, "weight": float(weight), "pack_id": pack_id}
-    with database_errors("feedback"):
-        rows = run(conn, "feedback", arguments).fetchall()
-    return FeedbackResult(
-        recorded=len(good) + len(bad),
-        families={str(r["family"]): (float(r["helpful"]), float(r["unhelpful"])) for r in rows},
+    statement = feedback_statement(
+        namespace=namespace, helpful=helpful, unhelpful=unhelpful, weight=weight, pack_id=pack_id
     )
+    return feedback_result(statement, fetch(conn, statement))
 
 
 def reset_feedback(conn: psycopg.Connection[Any], *, namespace: str, families: Sequence[str] | None = None) -> int:
@@ -628,13 +390,7 @@ def reset_feedback(conn: psycopg.Connection[Any], *, namespace: str, families: S
     Runs the privileged ``pgmem.reset_feedback_v1``: the caller must own the schema or
     be a member of ``pgmem_admin``. Returns how many judgements were deleted.
     """
-    check_namespace(namespace)
-    selected = None if families is None else list(_strings("families", families, limit=MAX_FAMILIES))
-    if selected is not None and not selected:
-        raise InputError("reset_feedback: families must be None (all) or a non-empty list")
-    with database_errors("reset feedback"):
-        row = run(conn, "reset_feedback", {"namespace": namespace, "families": selected}).fetchone()
-    return int(row["judgements_removed"]) if row else 0
+    return reset_feedback_result(fetch(conn, reset_feedback_statement(namespace=namespace, families=families)))
 
 
 def register_model(conn: psycopg.Connection[Any], embedder: Embedder | str | None = None) -> int:
@@ -658,9 +414,4 @@ def register_model(conn: psycopg.Connection[Any], embedder: Embedder | str | Non
     int
         The model's id in ``pgmem.embedding_models``.
     """
-    model = resolve_embedder(embedder)
-    with database_errors("register model"):
-        row = run(conn, "register_model", {"model": model.name, "dimension": model.dimension}).fetchone()
-    if row is None or row["model_id"] is None:
-        raise DatabaseError("register model: pgmem.register_model_v1 returned nothing")
-    return int(row["model_id"])
+    return register_model_result(fetch(conn, register_model_statement(resolve_embedder(embedder))))

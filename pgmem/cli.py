@@ -18,7 +18,7 @@ from pgmem.api import ingest, pack
 from pgmem.db.connection import connect
 from pgmem.db.migrate import migrate
 from pgmem.errors import PgmemError
-from pgmem.ingest.sources import FAMILY_BY, SplitConfig, spans_from_path
+from pgmem.ingestion.sources import FAMILY_BY, SplitConfig, spans_from_path
 from pgmem.params import MODES, ROLES, PackParams
 from pgmem.render import print_pack
 
@@ -203,6 +203,38 @@ def _cmd_growth(args: argparse.Namespace, console: Console) -> int:
     return growth_command(args, console, connect=_connection, progress=_progress(console))
 
 
+def _cmd_mcp(args: argparse.Namespace, console: Console) -> int:
+    """Serve pgmem's MCP tools; stdout is the protocol channel in stdio mode, so nothing else prints there."""
+    from pgmem.errors import ConfigurationError
+
+    try:
+        from pgmem.integrations.mcp import Memory, serve
+    except ImportError as exc:
+        raise ConfigurationError(f"pgmem mcp needs the 'mcp' extra: pip install 'pgmem[mcp]' ({exc})") from exc
+
+    def open_connection() -> Any:
+        return connect(args.dsn, home=args.home, namespace=args.namespace, migrate=True if args.dsn is None else None)
+
+    memory = Memory(open_connection, namespace=args.namespace, embedder=args.embedder, log_packs=args.log_packs)
+    serve(memory, transport=args.transport, host=args.host, port=args.port, path=args.path)
+    return 0
+
+
+def _add_mcp_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    p_mcp = sub.add_parser(
+        "mcp",
+        parents=[common],
+        help="serve the MCP tools remember, pack, recall, feedback, forget (needs the 'mcp' extra)",
+        description="The namespace and the database role are the server's (--namespace, --dsn), never the model's.",
+    )
+    p_mcp.add_argument("--namespace", default="default", help="the one memory this server reads and writes")
+    p_mcp.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="stdio or streamable HTTP")
+    p_mcp.add_argument("--host", default="127.0.0.1", help="HTTP address to listen on (default 127.0.0.1)")
+    p_mcp.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    p_mcp.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
+    p_mcp.add_argument("--log-packs", action="store_true", help="persist every pack to pgmem.pack_log (pack_id)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pgmem", description="Memory for LLM agents inside PostgreSQL.")
     common = argparse.ArgumentParser(add_help=False)
@@ -306,6 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_growth.add_argument("--seed", type=int, default=0, help="seed of the distractors")
     p_growth.add_argument("--scale-json", help="benchmarks/bench_scale.py output to overlay on the latency plot")
+    _add_mcp_parser(sub, common)
     return parser
 
 
@@ -317,6 +350,7 @@ COMMANDS = {
     "eval": _cmd_eval,
     "eval-growth": _cmd_growth,
     "eval-compaction": _cmd_eval_compaction,
+    "mcp": _cmd_mcp,
 }
 
 

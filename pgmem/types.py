@@ -189,6 +189,11 @@ class Rejection:
     decayed_score: float
     max_overlap: float
     overlaps_note_id: str | None
+    #: The candidate's stage-one score and its family's regulariser (the packer scored
+    #: it final = pool-normalised base score + regulariser); filled in by the pack
+    #: pipeline, None on a Rejection built without its pool and calibration.
+    base_score: float | None = None
+    regularizer: float | None = None
 
 
 @dataclass(frozen=True)

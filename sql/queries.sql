@@ -128,7 +128,8 @@ FROM pgmem.feedback_v1(%(namespace)s, %(helpful)s::uuid[], %(unhelpful)s::uuid[]
 SELECT pgmem.reset_feedback_v1(%(namespace)s, %(families)s::text[]) AS judgements_removed;
 
 -- name: log_pack --
-SELECT pgmem.log_pack_v1(%(pack)s::jsonb) AS pack_id;
+-- Persist a pack with its families, packed items and rejections (one statement).
+SELECT pgmem.log_pack_v2(%(pack)s::jsonb) AS pack_id;
 
 -- name: namespace_model --
 SELECT m.name, m.dimension
@@ -164,3 +165,19 @@ VALUES (%(namespace)s, %(trajectory_id)s, %(generation)s, %(round)s, %(kind)s, %
 SELECT document_id, note_id FROM pgmem.notes
 WHERE namespace = %(namespace)s AND document_id = ANY (%(document_ids)s::text[])
 ORDER BY document_id, span_start;
+
+-- name: read_notes --
+-- Notes of a namespace named by id or by document, in document order (the integrations'
+-- recall and readers); row-level security keeps a bound session to its namespace.
+SELECT note_id::text AS note_id, external_id, document_id, span_start, span_end, text, context, family, role,
+       confidence, source_ts, metadata
+FROM pgmem.notes
+WHERE namespace = %(namespace)s
+  AND (note_id = ANY (%(note_ids)s::uuid[]) OR document_id = ANY (%(document_ids)s::text[]))
+ORDER BY document_id, span_start, note_id
+LIMIT %(limit)s;
+
+-- name: session_role --
+-- The role a session acts as, and whether it may erase notes (pgmem.forget_v1: owner or admin).
+SELECT current_user::text AS role,
+       has_function_privilege('pgmem.forget_v1(text, text, text[], text)', 'EXECUTE') AS may_forget;

@@ -17,13 +17,13 @@ from helpers import make_spans
 import pgmem
 from pgmem.embeddings import HashingEmbedder, get_embedder
 from pgmem.embeddings.openai_http import OpenAIEmbedder
-from pgmem.ingest.entities import EntityTag
-from pgmem.ingest.handles import extract_handles
-from pgmem.ingest.roles import classify_role
-from pgmem.ingest.sources import spans_from_path
-from pgmem.ingest.spans import MAX_SPAN_BYTES
-from pgmem.ingest.split import sentence_ranges
-from pgmem.ingest.times import TimeTag
+from pgmem.ingestion.entities import EntityTag
+from pgmem.ingestion.handles import extract_handles
+from pgmem.ingestion.roles import classify_role
+from pgmem.ingestion.sources import spans_from_path
+from pgmem.ingestion.spans import MAX_SPAN_BYTES
+from pgmem.ingestion.split import sentence_ranges
+from pgmem.ingestion.times import TimeTag
 
 TABLES = (
     "embedding_models",
@@ -278,7 +278,7 @@ class CarelessEnricher:
     """A custom enricher with bugs: its output must be refused before the database."""
 
     def __init__(self, **wrong: Any) -> None:
-        from pgmem.ingest.enricher import RuleEnricher
+        from pgmem.ingestion.enricher import RuleEnricher
 
         self.inner = RuleEnricher()
         self.wrong = wrong

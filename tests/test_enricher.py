@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pgmem
-from pgmem.ingest.enricher import (
+from pgmem.ingestion.enricher import (
     STOPWORDS,
     EnricherConfig,
     EntityTag,
@@ -492,7 +492,7 @@ def test_enrichment_is_deterministic_and_bounded(
 
 
 def test_relative_resolution_is_cached_per_expression_and_day() -> None:
-    from pgmem.ingest import times
+    from pgmem.ingestion import times
 
     times._resolve.cache_clear()
     for _ in range(3):

@@ -12,7 +12,7 @@ import pytest
 from pgmem.demo import load_corpus
 from pgmem.errors import ConfigurationError, InputError
 from pgmem.eval import EvalCorpus, EvalQuestion, load_dataset, load_hotpotqa, load_jsonl, load_locomo, load_multihop
-from pgmem.ingest.sources import conversation_transcript
+from pgmem.ingestion.sources import conversation_transcript
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

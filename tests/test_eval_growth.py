@@ -17,7 +17,7 @@ from pgmem.eval.datasets import EvalCorpus, EvalQuestion
 from pgmem.eval.growth import distractor_spans, render_growth_markdown, run_growth, write_growth
 from pgmem.eval.plots import plot_growth, plot_recall, system_order
 from pgmem.eval.runner import RunConfig
-from pgmem.ingest.spans import validate_span
+from pgmem.ingestion.spans import validate_span
 from pgmem.types import Span
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

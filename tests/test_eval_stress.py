@@ -27,7 +27,7 @@ from pgmem.eval.stress import (
     spoof_provenance,
     temporal_drift,
 )
-from pgmem.ingest.spans import validate_span
+from pgmem.ingestion.spans import validate_span
 from pgmem.types import Span
 
 

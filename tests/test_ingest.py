@@ -329,7 +329,7 @@ def test_neighbour_lookups_still_use_an_index(conn: psycopg.Connection[Any], has
 def test_a_note_id_squatted_on_another_span_is_refused_not_skipped(
     conn: psycopg.Connection[Any], hashing: HashingEmbedder
 ) -> None:
-    from pgmem.ingest.spans import note_id
+    from pgmem.ingestion.spans import note_id
 
     honest = make_spans(["the honest text"], document_id="d")[0]
     squatter = make_spans(["a squatter"], document_id="elsewhere")[0]

@@ -152,6 +152,8 @@ def test_upgrading_to_0004_closes_what_older_versions_left_open(
     erased words, judgements and logged question behind. The upgrade clears them."""
     from helpers import make_spans, stats_are_consistent
 
+    from pgmem.retrieval.pipeline import log_document
+
     _replay_chain(fresh_database, "0003")
     gone = f"t_gone_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(server_dsn, autocommit=True) as cluster:
@@ -160,7 +162,9 @@ def test_upgrading_to_0004_closes_what_older_versions_left_open(
         ids = pgmem.ingest(
             conn, make_spans(["Xylophonic secret of Brevaldo.", "Public fact."]), embedder=hashing
         ).note_ids
-        pack = pgmem.pack(conn, "Xylophonic Brevaldo secret", embedder=hashing, log=True)
+        # Logged as 0003 logged packs (pack(log=True) now writes through 0007's log_pack_v2).
+        pack, document = log_document(pgmem.pack(conn, "Xylophonic Brevaldo secret", embedder=hashing))
+        conn.execute("SELECT pgmem.log_pack_v1(%(pack)s)", document)
         pgmem.feedback(conn, helpful=[ids[0]], unhelpful=[ids[1]])
         conn.execute("SELECT pgmem.grant_namespace_v1(%s, 'default')", (gone,))
         conn.execute("SELECT pgmem.forget_v1('default', 'notes', %s, 'erasure')", ([ids[0]],))

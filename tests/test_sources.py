@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pgmem
-from pgmem.ingest.sources import (
+from pgmem.ingestion.sources import (
     SplitConfig,
     conversation_transcript,
     spans_from_conversation,
@@ -25,8 +25,8 @@ from pgmem.ingest.sources import (
     spans_from_path,
     spans_from_text,
 )
-from pgmem.ingest.spans import MAX_SPAN_BYTES, validate_span
-from pgmem.ingest.split import sentence_ranges
+from pgmem.ingestion.spans import MAX_SPAN_BYTES, validate_span
+from pgmem.ingestion.split import sentence_ranges
 
 LOCOMO_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev5.json"
 

@@ -29,6 +29,8 @@ SELECT create_distributed_table('pgmem.family_reliability', 'namespace', colocat
 SELECT create_distributed_table('pgmem.supersede_audit', 'namespace', colocate_with => 'pgmem.namespaces');
 SELECT create_distributed_table('pgmem.pack_log', 'namespace', colocate_with => 'pgmem.namespaces');
 SELECT create_distributed_table('pgmem.pack_log_families', 'namespace', colocate_with => 'pgmem.namespaces');
+SELECT create_distributed_table('pgmem.pack_log_items', 'namespace', colocate_with => 'pgmem.namespaces');
+SELECT create_distributed_table('pgmem.pack_log_rejections', 'namespace', colocate_with => 'pgmem.namespaces');
 SELECT create_distributed_table('pgmem.namespace_grants', 'namespace', colocate_with => 'pgmem.namespaces');
 SELECT create_distributed_table('pgmem.forget_audit', 'namespace', colocate_with => 'pgmem.namespaces');
 SELECT create_distributed_table('pgmem.compaction_log', 'namespace', colocate_with => 'pgmem.namespaces');

@@ -25,7 +25,7 @@ from pgmem.db.errors import database_errors
 from pgmem.db.queries import query, run
 from pgmem.embeddings import Embedder
 from pgmem.errors import InputError
-from pgmem.ingest.writer import IngestResult
+from pgmem.ingestion.writer import IngestResult
 from pgmem.types import Span
 
 #: Longest note cut from one message, in UTF-8 bytes (long tool observations are split).

@@ -81,6 +81,13 @@ def bind_namespace(conninfo: str, namespace: str) -> str:
     return make_conninfo(conninfo, options=f"{options} -c pgmem.namespace={namespace}".strip())
 
 
+def given_dsn(dsn: str | None) -> str | None:
+    """The DSN asked for: ``dsn``, else ``$PGMEM_DSN``; None means "no DSN at all"."""
+    # Only "no DSN at all" means the embedded server: an empty DSN is libpq's own
+    # default (PGHOST, PGDATABASE, ... or the local socket), as with psycopg.connect("").
+    return dsn if dsn is not None else os.environ.get("PGMEM_DSN") or None
+
+
 def connect(
     dsn: str | None = None,
     *,
@@ -116,9 +123,7 @@ def connect(
     psycopg.Connection
         A plain psycopg 3 connection; the caller closes it (it is a context manager).
     """
-    # Only "no DSN at all" means the embedded server: an empty DSN is libpq's own
-    # default (PGHOST, PGDATABASE, ... or the local socket), as with psycopg.connect("").
-    given = dsn if dsn is not None else os.environ.get("PGMEM_DSN") or None
+    given = given_dsn(dsn)
     embedded = given is None
     conninfo = embedded_dsn(Path(home) if home is not None else None) if given is None else given
     if namespace is not None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import psycopg
@@ -68,6 +69,33 @@ def deadline(conn: psycopg.Connection[Any], seconds: float | None, action: str) 
     finally:
         timer.cancel()
         timer.join()
+
+
+@asynccontextmanager
+async def deadline_async(conn: psycopg.AsyncConnection[Any], seconds: float | None, action: str) -> AsyncIterator[None]:
+    """:func:`deadline` on an async connection: a timer of the event loop sends the cancel
+    request, and the cancelled statement raises the same :class:`DatabaseError`."""
+    if seconds is None:
+        yield
+        return
+    fired = asyncio.Event()
+    cancels: list[asyncio.Task[None]] = []
+
+    def cancel() -> None:
+        fired.set()
+        cancels.append(asyncio.ensure_future(conn.cancel_safe(timeout=5.0)))
+
+    timer = asyncio.get_running_loop().call_later(seconds, cancel)
+    try:
+        yield
+    except pg_errors.QueryCanceled as exc:
+        if fired.is_set():
+            raise DatabaseError(f"{action}: exceeded its timeout of {seconds:g} s and was cancelled") from exc
+        raise
+    finally:
+        timer.cancel()
+        for task in cancels:
+            await task
 
 
 @contextmanager

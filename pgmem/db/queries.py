@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
+from pgmem.db.errors import database_errors
 from pgmem.db.resources import sql_dir
 from pgmem.errors import SchemaError
+
+Rows = list[dict[str, Any]]
 
 _NAME = re.compile(r"^-- name: (?P<name>\w+) --$", re.MULTILINE)
 
@@ -51,3 +55,40 @@ def run(
     """
     cursor = conn.cursor(row_factory=dict_row)
     return cursor.execute(query(name), params, prepare=prepare)
+
+
+async def run_async(
+    conn: psycopg.AsyncConnection[Any],
+    name: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    prepare: bool | None = None,
+) -> psycopg.AsyncCursor[dict[str, Any]]:
+    """:func:`run` on an async connection (a dict_row cursor of pgmem's own)."""
+    cursor = conn.cursor(row_factory=dict_row)
+    return await cursor.execute(query(name), params, prepare=prepare)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One named statement of ``queries.sql`` with its bind parameters, ready to run.
+
+    ``action`` names the operation in error messages ("forget", "feedback", ...).
+    """
+
+    action: str
+    name: str
+    params: Mapping[str, Any]
+
+
+def fetch(conn: psycopg.Connection[Any], statement: Statement) -> Rows:
+    """Run ``statement`` and return its rows by name; driver errors become pgmem errors."""
+    with database_errors(statement.action):
+        return run(conn, statement.name, statement.params).fetchall()
+
+
+async def fetch_async(conn: psycopg.AsyncConnection[Any], statement: Statement) -> Rows:
+    """:func:`fetch` on an async connection."""
+    with database_errors(statement.action):
+        cursor = await run_async(conn, statement.name, statement.params)
+        return await cursor.fetchall()

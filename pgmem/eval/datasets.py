@@ -2,7 +2,7 @@
 
 Each adapter reads files only, and returns an :class:`EvalCorpus`: the spans to ingest,
 grouped by namespace, and the questions with the ``external_id`` values of their gold
-spans. Every span is checked with :func:`pgmem.ingest.spans.validate_span` at load time,
+spans. Every span is checked with :func:`pgmem.ingestion.spans.validate_span` at load time,
 so a bad record is reported with its file before anything is written. See
 docs/eval_data.md for the mapping of each dataset and the oddities found in the data.
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from pgmem.errors import ConfigurationError, InputError
-from pgmem.ingest.sources import FAMILY_BY, spans_from_conversation
-from pgmem.ingest.spans import validate_span
+from pgmem.ingestion.sources import FAMILY_BY, spans_from_conversation
+from pgmem.ingestion.spans import validate_span
 from pgmem.types import Span
 
 __all__ = [
@@ -191,7 +191,7 @@ def load_locomo(path: Path, *, family_by: str = "session", limit_conversations: 
     Returns
     -------
     EvalCorpus
-        Spans from :func:`pgmem.ingest.sources.spans_from_conversation` (``external_id``
+        Spans from :func:`pgmem.ingestion.sources.spans_from_conversation` (``external_id``
         = ``dia_id``, time = session date, offsets into the session transcript) in
         namespace ``"locomo-<sample_id>"``; questions with id ``"<sample_id>/q<n>"``,
         category ``"category <n>"``, evidence entries split on ``;``; category 5 is

@@ -29,7 +29,7 @@ from typing import Any
 
 from pgmem.errors import InputError
 from pgmem.eval.datasets import EvalCorpus, EvalQuestion, read_utf8
-from pgmem.ingest.sources import spans_from_conversation
+from pgmem.ingestion.sources import spans_from_conversation
 from pgmem.validate import NAMESPACE_PATTERN
 
 __all__ = ["is_longmemeval_record", "load_longmemeval", "longmemeval_corpus"]

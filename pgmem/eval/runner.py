@@ -18,6 +18,7 @@ and then the fold's own questions are evaluated by every system. Systems other t
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -26,16 +27,14 @@ from typing import Any
 
 import psycopg
 
-from pgmem.api import build_hints, feedback, ingest, reset_feedback
+from pgmem.api import feedback, ingest, reset_feedback
 from pgmem.embeddings import Embedder, embed_unique
 from pgmem.errors import ConfigurationError
 from pgmem.eval.datasets import EvalCorpus, EvalQuestion
 from pgmem.eval.metrics import QuestionResult
-from pgmem.params import CalibrationParams, PackParams, StageOneParams
-from pgmem.retrieval.calibrate import calibrate
-from pgmem.retrieval.packer import rank_and_pack
+from pgmem.params import CalibrationParams, PackParams, StageOneParams, check_mode
+from pgmem.retrieval.pipeline import PackRequest, fetch_pool, finish_pack, prepare_pack
 from pgmem.retrieval.pool import Pool
-from pgmem.retrieval.stage_one import run_stage_one, stage_one_arguments
 from pgmem.types import Candidate
 from pgmem.validate import check_namespace, whole
 
@@ -204,23 +203,24 @@ class _Session:
     def namespace(self, question: EvalQuestion) -> str:
         return self.config.namespace_prefix + question.namespace
 
-    def pool(self, question: EvalQuestion) -> Pool:
-        hints = build_hints(question.question, derive=self.config.derive_hints)
-        arguments = stage_one_arguments(
-            self.namespace(question),
-            self.embedder.name,
-            self.vectors[question.id],
+    def request(self, question: EvalQuestion) -> PackRequest:
+        """The pack request of ``question`` (as pgmem.pack prepares it), with its vector."""
+        request = prepare_pack(
             question.question,
-            hints,
-            self.config.stage_one,
+            namespace=self.namespace(question),
+            derive_hints=self.config.derive_hints,
+            stage_one=self.config.stage_one,
+            calibration=self.config.calibration,
+            packing=self.packing,
+            embedder=self.embedder,
         )
-        return run_stage_one(self.conn, arguments)
+        return dataclasses.replace(request, query_vector=self.vectors[question.id])
 
     def train(self, question: EvalQuestion) -> tuple[int, int]:
         """Pack ``question`` in the beta mode and give feedback on the pack; returns
         the (helpful, unhelpful) judgements given."""
-        pool = self.pool(question)
-        items = rank_and_pack(pool, calibrate(pool, self.config.calibration, "beta"), self.packing).items
+        request = dataclasses.replace(self.request(question), mode="beta")
+        items = finish_pack(request, fetch_pool(self.conn, request)).items
         gold = set(question.gold)
         helpful = [item.note_id for item in items if (item.external_id or item.note_id) in gold]
         unhelpful = [item.note_id for item in items if (item.external_id or item.note_id) not in gold]
@@ -233,23 +233,25 @@ class _Session:
     ) -> dict[str, QuestionResult]:
         """Every system on ``question``'s one stage-one pool."""
         started = time.perf_counter()
-        pool = self.pool(question)
+        request = self.request(question)
+        pool = fetch_pool(self.conn, request)
         stage_one_ms = (time.perf_counter() - started) * 1000
         results: dict[str, QuestionResult] = {}
         for system in systems:
             tick = time.perf_counter()
             if system in PGMEM_MODES:
-                calibration = calibrate(pool, self.config.calibration, system)  # type: ignore[arg-type]
-                packed: Sequence[Any] = rank_and_pack(pool, calibration, self.packing).items
+                evidence = finish_pack(dataclasses.replace(request, mode=check_mode(system)), pool)
+                packed: Sequence[Any] = evidence.items
                 if system == "calibrated":
+                    explained = evidence.diagnostics
                     diagnostics.append(
                         PoolDiagnostics(
                             question_id=question.id,
-                            degraded_reasons=calibration.degraded_reasons,
+                            degraded_reasons=explained.degraded_reasons,
                             entropy=pool.entropy,
                             pool_size=pool.size,
-                            floor_dominated_families=sum(f.variance_floor_dominated for f in calibration.families),
-                            families=len(calibration.families),
+                            floor_dominated_families=sum(f.variance_floor_dominated for f in explained.families),
+                            families=len(explained.families),
                         )
                     )
             else:

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from pgmem.errors import ConfigurationError, InputError
 from pgmem.eval.datasets import EvalCorpus, EvalQuestion
 from pgmem.eval.metrics import QuestionResult, evidence_recall
-from pgmem.ingest.spans import validate_span
+from pgmem.ingestion.spans import validate_span
 from pgmem.types import Span
 from pgmem.validate import parse_timestamp
 

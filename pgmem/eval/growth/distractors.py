@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 
 from pgmem.errors import ConfigurationError, InputError
 from pgmem.eval.datasets import EvalCorpus
-from pgmem.ingest.spans import MAX_SPAN_BYTES
+from pgmem.ingestion.spans import MAX_SPAN_BYTES
 from pgmem.types import Span
 
 #: Recombinations in a row that may come out as duplicates before the corpus is judged

@@ -17,17 +17,16 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-import psycopg
-from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from pgmem.db.errors import database_errors
-from pgmem.db.queries import query, run
+from pgmem.db.queries import Statement
+from pgmem.db.steps import Begin, Commit, Compute, Copy, Execute, Fetch, Steps
 from pgmem.db.vectors import vector_literal
 from pgmem.embeddings import Embedder, embed_unique
 from pgmem.errors import InputError, SchemaError
-from pgmem.ingest.enricher import Enricher, Enrichment, RuleEnricher, SpanInput
-from pgmem.ingest.spans import MAX_CONTEXT_CHARS, MAX_SPAN_BYTES, ValidSpan, validate_span
+from pgmem.ingestion.enricher import Enricher, Enrichment, RuleEnricher, SpanInput
+from pgmem.ingestion.spans import MAX_CONTEXT_CHARS, MAX_SPAN_BYTES, ValidSpan, validate_span
 from pgmem.params import ROLES
 from pgmem.types import Span
 from pgmem.validate import (
@@ -149,9 +148,7 @@ def _differences(item: ValidSpan, stored: StoredNote) -> list[str]:
     return [name for name, same in given.items() if not same]
 
 
-def _stored_notes(
-    conn: psycopg.Connection[Any], namespace: str, items: Sequence[ValidSpan]
-) -> dict[SpanKey, StoredNote]:
+def _stored_notes(action: str, namespace: str, items: Sequence[ValidSpan]) -> Steps[dict[SpanKey, StoredNote]]:
     """The notes stored on the spans of ``items``, by span (one statement)."""
     arguments = {
         "namespace": namespace,
@@ -159,9 +156,9 @@ def _stored_notes(
         "starts": [i.span.start for i in items],
         "ends": [i.span.end for i in items],
     }
-    with conn.cursor(row_factory=class_row(StoredNote)) as cursor:
-        rows = cursor.execute(query("stored_spans"), arguments).fetchall()
-    return {(r.document_id, r.span_start, r.span_end): r for r in rows}
+    rows = yield Fetch(Statement(action, "stored_spans", arguments))
+    notes = [StoredNote(**row) for row in rows]
+    return {(r.document_id, r.span_start, r.span_end): r for r in notes}
 
 
 def _refusal(action: str, conflicts: list[str]) -> InputError:
@@ -210,14 +207,13 @@ def _checked(item: ValidSpan, facets: Enrichment) -> Enrichment:
     return facets
 
 
-def _local_links(
-    conn: psycopg.Connection[Any], namespace: str, batch: list[ValidSpan], gone: set[str]
-) -> dict[str, list[str]]:
+def _local_links(action: str, namespace: str, batch: list[ValidSpan], gone: set[str]) -> Steps[dict[str, list[str]]]:
     """Previous and next span of the same document, among the batch and the store
     (except the notes in ``gone``, which the batch replaces)."""
     documents = sorted({v.span.document_id for v in batch})
     positions: dict[str, dict[str, int]] = {doc: {} for doc in documents}
-    for row in run(conn, "document_neighbours", {"namespace": namespace, "document_ids": documents}):
+    rows = yield Fetch(Statement(action, "document_neighbours", {"namespace": namespace, "document_ids": documents}))
+    for row in rows:
         if str(row["note_id"]) not in gone:
             positions[row["document_id"]][str(row["note_id"])] = row["span_start"]
     for item in batch:
@@ -237,8 +233,8 @@ def _link_keys(facets: Enrichment) -> set[tuple[str, str]]:
 
 
 def _shared_key_links(
-    conn: psycopg.Connection[Any], namespace: str, batch: list[ValidSpan], facets: list[Enrichment], gone: set[str]
-) -> dict[str, list[str]]:
+    action: str, namespace: str, batch: list[ValidSpan], facets: list[Enrichment], gone: set[str]
+) -> Steps[dict[str, list[str]]]:
     """Notes of the namespace (stored or in the batch, not in ``gone``) sharing a rare
     handle or entity."""
     keys_of = {item.note_id: _link_keys(facet) for item, facet in zip(batch, facets, strict=True)}
@@ -250,7 +246,10 @@ def _shared_key_links(
         wanted = sorted(key for k, key in holders if k == kind)
         if not wanted:
             continue
-        for row in run(conn, statement, {"namespace": namespace, "keys": wanted, "limit": RARE_KEY_NOTES + 1}):
+        rows = yield Fetch(
+            Statement(action, statement, {"namespace": namespace, "keys": wanted, "limit": RARE_KEY_NOTES + 1})
+        )
+        for row in rows:
             if str(row["note_id"]) not in gone:
                 holders[(kind, row["key"])].add(str(row["note_id"]))
     links: dict[str, list[str]] = {}
@@ -313,12 +312,12 @@ def check_reason(reason: object) -> str:
     return check_text("supersede: reason", reason, max_chars=MAX_REASON_CHARS)
 
 
-def _verify_skipped(conn: psycopg.Connection[Any], namespace: str, action: str, skipped: list[ValidSpan]) -> None:
+def _verify_skipped(namespace: str, action: str, skipped: list[ValidSpan]) -> Steps[None]:
     """Spans the insert skipped were taken by a concurrent writer: they must now hold
     exactly what was given, else the batch is refused like any conflict."""
     if not skipped:
         return
-    stored = _stored_notes(conn, namespace, skipped)
+    stored = yield from _stored_notes(action, namespace, skipped)
     conflicts = []
     for item in skipped:
         note = stored.get(_key(item))
@@ -332,57 +331,13 @@ def _verify_skipped(conn: psycopg.Connection[Any], namespace: str, action: str, 
         raise _refusal(action, conflicts)
 
 
-def write(
-    conn: psycopg.Connection[Any],
-    spans: Iterable[Span],
-    *,
-    namespace: str,
+def enrich_and_embed(
+    fresh: Sequence[ValidSpan],
+    enricher: Enricher,
     embedder: Embedder,
-    enricher: Enricher | None = None,
     progress: Callable[[int], None] | None = None,
-    supersede_reason: str | None = None,
-) -> IngestResult:
-    """Write spans as immutable notes; the whole batch is one transaction.
-
-    With ``supersede_reason`` a span whose stored note differs replaces it (one
-    audited request per note); without, such a span refuses the batch. See
-    :func:`pgmem.ingest` and :func:`pgmem.supersede` for the public documentation.
-    """
-    action = "ingest" if supersede_reason is None else "supersede"
-    check_namespace(namespace)
-    if supersede_reason is not None:
-        check_reason(supersede_reason)
-    batch = list(spans)
-    checked = [validate_span(i, span, namespace) for i, span in enumerate(batch)]
-    valid = _dedupe(checked)
-    if not valid:
-        return IngestResult((), 0, 0)
-    with database_errors(action):
-        # Spans already stored are decided before the expensive part (enrich, embed):
-        # re-ingesting a corpus costs one indexed lookup per span, not a re-embedding.
-        stored = _stored_notes(conn, namespace, valid)
-    fresh: list[ValidSpan] = []
-    replaced: dict[str, StoredNote] = {}
-    conflicts: list[str] = []
-    for item in valid:
-        note = stored.get(_key(item))
-        fields = [] if note is None else _differences(item, note)
-        if note is not None and not fields:
-            continue  # exactly what is stored: a no-op
-        if note is not None and supersede_reason is None:
-            conflicts.append(
-                f"{_where(item)}: namespace {namespace!r} holds note {note.note_id}"
-                f" with a different {', '.join(fields)}"
-            )
-            continue
-        if note is not None:
-            replaced[item.note_id] = note
-        fresh.append(item)
-    if conflicts:
-        raise _refusal(action, conflicts)
-    if not fresh:
-        return IngestResult(note_ids=tuple(v.note_id for v in checked), inserted=0, skipped=len(valid))
-    enricher = enricher or RuleEnricher()
+) -> tuple[list[Enrichment], np.ndarray]:
+    """The CPU part of a write: each span's facets (checked) and its vector, in chunks."""
     facets = [
         _checked(
             v,
@@ -405,7 +360,61 @@ def write(
         chunks.append(embed_unique(embedder, [v.span.text for v in fresh[start : start + CHUNK]]))
         if progress is not None:
             progress(len(chunks[-1]))
-    vectors = np.concatenate(chunks)
+    return facets, np.concatenate(chunks)
+
+
+def write(
+    spans: Iterable[Span],
+    *,
+    namespace: str,
+    embedder: Embedder,
+    enricher: Enricher | None = None,
+    progress: Callable[[int], None] | None = None,
+    supersede_reason: str | None = None,
+) -> Steps[IngestResult]:
+    """Write spans as immutable notes; the whole batch is one transaction.
+
+    A generator of I/O steps (:mod:`pgmem.db.steps`): :func:`pgmem.ingest` drives it on
+    a connection, :func:`pgmem.aio.ingest` on an async one. With ``supersede_reason`` a
+    span whose stored note differs replaces it (one audited request per note); without,
+    such a span refuses the batch. See :func:`pgmem.ingest` and :func:`pgmem.supersede`
+    for the public documentation.
+    """
+    action = "ingest" if supersede_reason is None else "supersede"
+    check_namespace(namespace)
+    if supersede_reason is not None:
+        check_reason(supersede_reason)
+    batch = list(spans)
+    checked = [validate_span(i, span, namespace) for i, span in enumerate(batch)]
+    valid = _dedupe(checked)
+    if not valid:
+        return IngestResult((), 0, 0)
+    with database_errors(action):
+        # Spans already stored are decided before the expensive part (enrich, embed):
+        # re-ingesting a corpus costs one indexed lookup per span, not a re-embedding.
+        stored = yield from _stored_notes(action, namespace, valid)
+    fresh: list[ValidSpan] = []
+    replaced: dict[str, StoredNote] = {}
+    conflicts: list[str] = []
+    for item in valid:
+        note = stored.get(_key(item))
+        fields = [] if note is None else _differences(item, note)
+        if note is not None and not fields:
+            continue  # exactly what is stored: a no-op
+        if note is not None and supersede_reason is None:
+            conflicts.append(
+                f"{_where(item)}: namespace {namespace!r} holds note {note.note_id}"
+                f" with a different {', '.join(fields)}"
+            )
+            continue
+        if note is not None:
+            replaced[item.note_id] = note
+        fresh.append(item)
+    if conflicts:
+        raise _refusal(action, conflicts)
+    if not fresh:
+        return IngestResult(note_ids=tuple(v.note_id for v in checked), inserted=0, skipped=len(valid))
+    facets, vectors = yield Compute(enrich_and_embed, (fresh, enricher or RuleEnricher(), embedder, progress))
     # Notes being replaced are no neighbours or link partners of their replacements.
     gone = {note.note_id for note in replaced.values()} - {v.note_id for v in fresh}
 
@@ -413,22 +422,27 @@ def write(
         # A read first: on a non-autocommit connection it opens the caller's transaction,
         # so the block below becomes a savepoint inside it and the commit stays theirs.
         # On an autocommit connection the block is the batch's own transaction.
-        links = _local_links(conn, namespace, fresh, gone)
-        for note_id, partners in _shared_key_links(conn, namespace, fresh, facets, gone).items():
+        links = yield from _local_links(action, namespace, fresh, gone)
+        shared = yield from _shared_key_links(action, namespace, fresh, facets, gone)
+        for note_id, partners in shared.items():
             links[note_id] = links[note_id] + [p for p in partners if p not in links[note_id]]
-        with conn.transaction():
-            model_row = run(
-                conn,
+        yield Begin()
+        model_rows = yield Fetch(
+            Statement(
+                action,
                 "register_namespace",
                 {"namespace": namespace, "model": embedder.name, "dimension": embedder.dimension},
-            ).fetchone()
-            if model_row is None:
-                raise SchemaError("pgmem.register_namespace_v1 returned no model id")
-            model_id = int(model_row["model_id"])
-            if replaced:
-                requests = [(new_id, note) for new_id, note in replaced.items()]
-                conn.execute(
-                    query("request_supersede"),
+            )
+        )
+        if not model_rows:
+            raise SchemaError("pgmem.register_namespace_v1 returned no model id")
+        model_id = int(model_rows[0]["model_id"])
+        if replaced:
+            requests = [(new_id, note) for new_id, note in replaced.items()]
+            yield Execute(
+                Statement(
+                    action,
+                    "request_supersede",
                     {
                         "namespace": namespace,
                         "reason": supersede_reason,
@@ -439,13 +453,20 @@ def write(
                         "ends": [note.span_end for _, note in requests],
                     },
                 )
-            conn.execute(query("create_staging"))
-            with conn.cursor().copy(query("copy_staging")) as copy:
-                for item, facet, vector in zip(fresh, facets, vectors, strict=True):
-                    copy.write_row(_row(namespace, model_id, item, facet, vector, links[item.note_id]))
-            written = {str(row["note_id"]) for row in run(conn, "insert_from_staging")}
-            _verify_skipped(conn, namespace, action, [v for v in fresh if v.note_id not in written])
-            conn.execute(query("drop_staging"))
+            )
+        yield Execute(Statement(action, "create_staging", {}))
+        yield Copy(
+            "copy_staging",
+            (
+                _row(namespace, model_id, item, facet, vector, links[item.note_id])
+                for item, facet, vector in zip(fresh, facets, vectors, strict=True)
+            ),
+        )
+        inserted = yield Fetch(Statement(action, "insert_from_staging", {}))
+        written = {str(row["note_id"]) for row in inserted}
+        yield from _verify_skipped(namespace, action, [v for v in fresh if v.note_id not in written])
+        yield Execute(Statement(action, "drop_staging", {}))
+        yield Commit()
     return IngestResult(
         note_ids=tuple(v.note_id for v in checked),
         inserted=len(written),

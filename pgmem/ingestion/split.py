@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from pgmem.errors import ConfigurationError
-from pgmem.ingest.spans import MAX_CONTEXT_CHARS, MAX_SPAN_BYTES
+from pgmem.ingestion.spans import MAX_CONTEXT_CHARS, MAX_SPAN_BYTES
 from pgmem.validate import whole
 
 UNITS = ("sentence", "paragraph")

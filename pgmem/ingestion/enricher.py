@@ -1,9 +1,9 @@
 """The enricher: deterministic facets of a note, computed once at write time.
 
 :class:`RuleEnricher` needs no model and no network: entity tags
-(:mod:`pgmem.ingest.entities`, pluggable), time tags (:mod:`pgmem.ingest.times`),
-keywords (:mod:`pgmem.ingest.keywords`), micro-handles (:mod:`pgmem.ingest.handles`)
-and the role (:mod:`pgmem.ingest.roles`), plus a context descriptor and a write-time
+(:mod:`pgmem.ingestion.entities`, pluggable), time tags (:mod:`pgmem.ingestion.times`),
+keywords (:mod:`pgmem.ingestion.keywords`), micro-handles (:mod:`pgmem.ingestion.handles`)
+and the role (:mod:`pgmem.ingestion.roles`), plus a context descriptor and a write-time
 confidence. Everything the write path needs from an enricher goes through the
 :class:`Enricher` protocol, so another one can replace it without touching the writer.
 See docs/enrichment.md.
@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from pgmem.errors import ConfigurationError
-from pgmem.ingest.entities import (
+from pgmem.ingestion.entities import (
     STOPWORDS,
     EntityExtractor,
     EntityTag,
@@ -26,11 +26,11 @@ from pgmem.ingest.entities import (
     SpacyEntityExtractor,
     extract_entities,
 )
-from pgmem.ingest.handles import extract_handles
-from pgmem.ingest.hints import QueryHints, derive_query_hints
-from pgmem.ingest.keywords import extract_keywords
-from pgmem.ingest.roles import classify_role
-from pgmem.ingest.times import TimeTag, extract_time_tags
+from pgmem.ingestion.handles import extract_handles
+from pgmem.ingestion.hints import QueryHints, derive_query_hints
+from pgmem.ingestion.keywords import extract_keywords
+from pgmem.ingestion.roles import classify_role
+from pgmem.ingestion.times import TimeTag, extract_time_tags
 from pgmem.validate import at_least, between, whole
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Spans from files and in-memory sources: documents, conversations, span records.
 
-* Plain text and Markdown are cut by :mod:`pgmem.ingest.split` into paragraph or
+* Plain text and Markdown are cut by :mod:`pgmem.ingestion.split` into paragraph or
   sentence spans; Markdown headings become the spans' context.
 * Conversations (JSON Lines turns, or LoCoMo-shaped JSON) give one span per turn,
   with byte offsets into the session transcript (see :func:`conversation_transcript`).
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from pgmem.errors import ConfigurationError, InputError
-from pgmem.ingest.spans import MAX_ID_CHARS
-from pgmem.ingest.split import SplitConfig, split_document, split_passage
+from pgmem.ingestion.spans import MAX_ID_CHARS
+from pgmem.ingestion.split import SplitConfig, split_document, split_passage
 from pgmem.types import Span
 
 __all__ = [

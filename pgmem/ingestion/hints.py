@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from pgmem.errors import InputError
-from pgmem.ingest.entities import EntityExtractor, extract_entities
-from pgmem.ingest.handles import extract_handles
-from pgmem.ingest.keywords import extract_keywords
-from pgmem.ingest.times import extract_time_tags
+from pgmem.ingestion.entities import EntityExtractor, extract_entities
+from pgmem.ingestion.handles import extract_handles
+from pgmem.ingestion.keywords import extract_keywords
+from pgmem.ingestion.times import extract_time_tags
 from pgmem.validate import between, whole
 
 #: Entity tags below this confidence are not hints (a question's first word is weak).

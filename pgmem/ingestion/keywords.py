@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from pgmem.ingest.entities import STOPWORDS
+from pgmem.ingestion.entities import STOPWORDS
 
 # Words that a question rarely turns on: filler, vague nouns, light verbs, evaluations
 # and time words (time expressions have time tags of their own).

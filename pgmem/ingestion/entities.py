@@ -28,7 +28,7 @@ class EntityTag:
 
 
 class EntityExtractor(Protocol):
-    """Finds entity tags in a text; :class:`pgmem.ingest.enricher.RuleEnricher` takes one."""
+    """Finds entity tags in a text; :class:`pgmem.ingestion.enricher.RuleEnricher` takes one."""
 
     def extract(self, text: str) -> tuple[EntityTag, ...]: ...
 
