@@ -52,7 +52,7 @@ MUTATIONS = [
     ("ALTER TABLE pgmem.pack_log ADD COLUMN extra integer", {"columns"}),
     ("ALTER TABLE pgmem.pack_log ALTER COLUMN created_at SET DEFAULT '2000-01-01'", {"columns"}),
     ("ALTER TABLE pgmem.pack_log ALTER COLUMN query DROP NOT NULL", {"columns", "constraints"}),
-    ("ALTER TABLE pgmem.pack_log ALTER COLUMN pool_size TYPE bigint", {"columns"}),
+    ("ALTER TABLE pgmem.forget_audit ALTER COLUMN packs_removed TYPE bigint", {"columns"}),
     (
         "ALTER TABLE pgmem.notes DROP CONSTRAINT notes_span_length,"
         " ADD CONSTRAINT notes_span_length CHECK (span_end >= 0)",
