@@ -1897,7 +1897,9 @@ BEGIN
     RETURN QUERY
     WITH
     scored AS (
-        SELECT n.*, c.cosine, coalesce(score.bm25, 0) AS bm25
+        SELECT n.note_id, n.external_id, n.document_id, n.span_start, n.span_end, n.text, n.context,
+               n.family, n.role, n.confidence, n.source_ts, n.entities, n.time_tags, n.keywords,
+               n.handles, n.links, c.cosine, coalesce(score.bm25, 0) AS bm25
         FROM unnest(v_candidates, v_cosines) AS c (note_id, cosine)
         JOIN pgmem.notes AS n ON n.namespace = p_namespace AND n.note_id = c.note_id
         CROSS JOIN LATERAL pgmem.bm25_v1(n.lexemes, n.lexeme_count, v_terms, v_idf, bm25_k1, bm25_b,
