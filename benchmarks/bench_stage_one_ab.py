@@ -1,8 +1,8 @@
 """Stage one before and after migration 0008, interleaved on one store (a benchmark).
 
-Installs the stage-one function as it was before migration 0008 (the first definition of
-``pgmem.stage_one_v1`` in sql/schema.sql) under another schema, ``pgmem_ab_before``,
-then runs it and the current ``pgmem.stage_one_v1`` on the same arguments for each
+Installs the stage-one function as it was before migration 0008 (as migration 0001
+defined it, frozen in sql/migrations/0001_initial.sql) under another schema,
+``pgmem_ab_before``, then runs it and the current ``pgmem.stage_one_v1`` on the same arguments for each
 question, one after the other, and prints:
 
 * whether the two return the same rows (same notes in the same order, every column
@@ -43,7 +43,7 @@ SCHEMA = "pgmem_ab_before"
 
 def before_function() -> str:
     """The pre-0008 stage_one_v1, renamed into ``SCHEMA``."""
-    schema = (ROOT / "sql" / "schema.sql").read_text(encoding="utf-8")
+    schema = (ROOT / "sql" / "migrations" / "0001_initial.sql").read_text(encoding="utf-8")
     start = schema.index("CREATE FUNCTION pgmem.stage_one_v1(")
     end = schema.index("$function$;", start) + len("$function$;")
     return schema[start:end].replace("CREATE FUNCTION pgmem.stage_one_v1(", f"CREATE FUNCTION {SCHEMA}.stage_one_v1(")

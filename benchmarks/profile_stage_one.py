@@ -4,7 +4,8 @@ The embedded server ships no ``auto_explain``, so this copies ``stage_one_v1``'s
 into temporary functions (``pg_temp``, this session only) that report on themselves:
 
 * ``before``: ``EXPLAIN (ANALYZE, BUFFERS)`` of the one dynamic statement of the
-  pre-0008 function (its first definition in sql/schema.sql), planning time included;
+  pre-0008 function (as migration 0001 defined it, frozen in
+  sql/migrations/0001_initial.sql), planning time included;
 * ``candidates``: the same for the candidate search of the current function (0008);
 * ``steps``: the current function with the time of each step (query terms, candidate
   search, scoring) raised as notices; p50 / p95 per step are printed.
@@ -34,7 +35,7 @@ STEP = "    RAISE NOTICE '{name} %', extract(epoch FROM clock_timestamp() - v_t)
 
 def _definition(before: bool) -> str:
     if before:
-        text = (ROOT / "sql" / "schema.sql").read_text(encoding="utf-8")
+        text = (ROOT / "sql" / "migrations" / "0001_initial.sql").read_text(encoding="utf-8")
         start = text.index("CREATE FUNCTION pgmem.stage_one_v1(")
     else:
         text = (ROOT / "sql" / "migrations" / "0008_stage_one_speed.sql").read_text(encoding="utf-8")

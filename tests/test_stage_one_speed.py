@@ -1,9 +1,10 @@
 """Migration 0008 rebuilt stage_one_v1 for speed: the rows must be exactly the old ones.
 
-The pre-0008 function (its first definition in sql/schema.sql) is installed beside the
-current one and both run on the same arguments: questions with derived hints, role and
-metadata filters, the lexical side off, neighbours off; and a model above 2,000
-dimensions, whose cosine is computed in halfvec like its index.
+The pre-0008 function (as migration 0001 defined it, frozen in
+sql/migrations/0001_initial.sql) is installed beside the current one and both run on the
+same arguments: questions with derived hints, role and metadata filters, the lexical side
+off, neighbours off; and a model above 2,000 dimensions, whose cosine is computed in
+halfvec like its index.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ QUESTIONS = [
 
 
 def _before_function() -> str:
-    schema = (ROOT / "sql" / "schema.sql").read_text(encoding="utf-8")
+    schema = (ROOT / "sql" / "migrations" / "0001_initial.sql").read_text(encoding="utf-8")
     start = schema.index("CREATE FUNCTION pgmem.stage_one_v1(")
     end = schema.index("$function$;", start) + len("$function$;")
     return schema[start:end].replace("CREATE FUNCTION pgmem.stage_one_v1(", f"CREATE FUNCTION {BEFORE}.stage_one_v1(")
