@@ -39,6 +39,7 @@ from pgmem.errors import (
 from pgmem.ingest.enricher import Enricher, Enrichment, SpanInput
 from pgmem.ingest.writer import IngestResult
 from pgmem.params import ROLES, CalibrationParams, PackParams, StageOneParams
+from pgmem.replicas import ReplicaSet
 from pgmem.types import Citation, Diagnostics, FamilyCalibration, Pack, PackItem, Rejection, Span
 
 __version__ = "0.1.0"
@@ -65,6 +66,7 @@ __all__ = [
     "PackParams",
     "PgmemError",
     "Rejection",
+    "ReplicaSet",
     "SchemaError",
     "Span",
     "SpanInput",

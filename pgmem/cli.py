@@ -259,7 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p_eval = sub.add_parser("eval", parents=[common], help="evaluate pgmem's modes and plain baselines on a dataset")
     p_eval.add_argument(
-        "dataset", nargs="+", help="locomo, multihop, hotpotqa, or a generic .jsonl file (docs/eval_data.md)"
+        "dataset",
+        nargs="+",
+        help="locomo, multihop, hotpotqa, a generic .jsonl file or a LongMemEval .json file (docs/eval_data.md)",
     )
     p_eval.add_argument("--data-dir", default="../shared/data", help="folder of the shared datasets")
     p_eval.add_argument("--out", default="eval-out", help="folder for the reports (Markdown, JSON) and plots")

@@ -18,6 +18,9 @@ from pgmem.validate import at_least, between, describe_value, finite, whole
 Mode = Literal["calibrated", "relevance", "raw_bonus", "beta"]
 MODES: tuple[str, ...] = get_args(Mode)
 
+PackOrder = Literal["decayed", "final"]
+PACK_ORDERS: tuple[str, ...] = get_args(PackOrder)
+
 ROLES: tuple[str, ...] = (
     "fact",
     "event",
@@ -196,6 +199,11 @@ class PackParams(_Params):
     minimum_effective_score : float or None
         A candidate whose decayed score is below this is rejected; ``None`` (default)
         disables the rule, so tiny pools are never emptied by a normalised-score cut.
+    order : {"decayed", "final"}
+        ``"decayed"``: each next pick is the remaining candidate with the best decayed
+        score given what is already packed (an MMR-like greedy, so a near-repeat of a
+        packed note waits behind a fresh one); ``"final"``: the seed's single scan by the
+        undecayed final score, the decay only feeding ``minimum_effective_score``.
     """
 
     budget: int = 8
@@ -205,9 +213,12 @@ class PackParams(_Params):
     overlap_decay: float = 0.5
     overlap_hard_threshold: float = 0.9
     minimum_effective_score: float | None = None
+    order: PackOrder = "final"
 
     def __post_init__(self) -> None:
         whole("budget", self.budget, 1, 1000)
+        if self.order not in PACK_ORDERS:
+            raise ConfigurationError(f"order must be one of {', '.join(PACK_ORDERS)}, got {describe_value(self.order)}")
         if self.token_budget is not None:
             whole("token_budget", self.token_budget, 1)
         if not isinstance(self.role_quotas, Mapping):

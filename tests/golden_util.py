@@ -202,14 +202,25 @@ def reference_pack(
     cap = pack_params["family_cap"]
     minimum = pack_params["minimum_effective_score"]
     tokens_left = pack_params["token_budget"]
-    for final, normalized, row in scored:
-        if len(pack) >= pack_params["budget"] or tokens_left == 0:
-            break
+    def largest_overlap(row: dict[str, Any]) -> tuple[float, str | None]:
         max_overlap, overlaps = 0.0, None
         for other in chosen:
             overlap = reference_overlap(row, other)
             if overlap > max_overlap:
                 max_overlap, overlaps = overlap, other["note_id"]
+        return max_overlap, overlaps
+
+    remaining = list(scored)
+    while remaining:
+        if len(pack) >= pack_params["budget"] or tokens_left == 0:
+            break
+        position = 0
+        if pack_params.get("order", "final") == "decayed":
+            # Recomputed from scratch every pick: the best decayed score, ties to the scan order.
+            decays = [entry[0] - pack_params["overlap_decay"] * largest_overlap(entry[2])[0] for entry in remaining]
+            position = decays.index(max(decays))
+        final, normalized, row = remaining.pop(position)
+        max_overlap, overlaps = largest_overlap(row)
         decayed = final - pack_params["overlap_decay"] * max_overlap
         tokens = reference_tokens(row["text"])
         if max_overlap > pack_params["overlap_hard_threshold"]:
@@ -396,4 +407,5 @@ def pack_params(draw: st.DrawFn) -> PackParams:
         overlap_decay=draw(st.sampled_from((0.0, 0.5, 2.0))),
         overlap_hard_threshold=draw(st.sampled_from((0.0, 0.3, 0.9, 1.0))),
         minimum_effective_score=draw(st.one_of(st.none(), st.floats(-2.0, 1.0))),
+        order=draw(st.sampled_from(("final", "decayed"))),
     )

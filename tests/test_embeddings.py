@@ -6,10 +6,12 @@ The OpenAI-compatible client is exercised against a local ``http.server`` on
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,12 +29,16 @@ from pgmem.embeddings import (
     HashingEmbedder,
     MiniLMEmbedder,
     OpenAIEmbedder,
+    aembed_unique,
     default_embedder_spec,
     embed_unique,
     get_embedder,
+    register_embedder,
+    registered_kinds,
 )
 from pgmem.embeddings.minilm import TOKENIZER_DIR
 from pgmem.errors import ConfigurationError, EmbeddingError, InputError
+from pgmem.openai_client import PLACEHOLDER_API_KEY
 
 ENVIRONMENT = (
     "PGMEM_EMBEDDER",
@@ -294,12 +300,14 @@ def test_hashing_rejects_a_bad_dimension() -> None:
 # --- OpenAI-compatible HTTP ---------------------------------------------------------
 
 Reply = tuple[int, dict[str, str], bytes]
+#: Tells the client to retry after 5 ms instead of its 0.5 s backoff, so tests stay quick.
+FAST_RETRY = {"retry-after-ms": "5"}
 
 
 @dataclass
 class Received:
     path: str
-    headers: dict[str, str]
+    headers: dict[str, str]  # names lower-cased
     body: Any
 
 
@@ -317,6 +325,10 @@ class FakeEmbeddingServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         return f"http://{host!s}:{port}/v1"
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that timed out has hung up before the slow answer; that is the test.
+        pass
+
 
 class _FakeHandler(BaseHTTPRequestHandler):
     server: FakeEmbeddingServer
@@ -324,11 +336,12 @@ class _FakeHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         with self.server.lock:
-            self.server.received.append(Received(self.path, dict(self.headers), body))
+            headers = {key.lower(): value for key, value in self.headers.items()}
+            self.server.received.append(Received(self.path, headers, body))
             count = len(self.server.received)
-        status, headers, payload = self.server.responder(body, count)
+        status, reply_headers, payload = self.server.responder(body, count)
         self.send_response(status)
-        for key, value in headers.items():
+        for key, value in reply_headers.items():
             self.send_header(key, value)
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
@@ -358,6 +371,11 @@ def embeddings_reply(body: Any, _count: int = 0) -> Reply:
 
 def error_reply(status: int, text: str = "nope", **headers: str) -> Reply:
     return status, headers, json.dumps({"error": {"message": text}}).encode()
+
+
+def fail_first(reply: Reply, times: int = 1) -> Callable[[Any, int], Reply]:
+    """A responder that answers ``reply`` to the first ``times`` requests, then embeds."""
+    return lambda body, count: reply if count <= times else embeddings_reply(body)
 
 
 @pytest.fixture
@@ -393,11 +411,14 @@ def test_openai_batches_and_restores_order(serve: Serve) -> None:
     ]
     assert all(r.path == "/v1/embeddings" for r in server.received)
     assert all(r.body["model"] == "test-model" for r in server.received)
+    # Floats, not the client's default base64, which local servers rarely speak.
+    assert all(r.body["encoding_format"] == "float" for r in server.received)
     np.testing.assert_allclose(vectors, vectors_for(texts), atol=1e-6)
     assert vectors.dtype == np.float32
     assert embedder.name == "openai:test-model"
     assert embedder.dimension == 8
     assert len(server.received) == 3  # the dimension came from the first response
+    embedder.close()
 
 
 def test_openai_discovers_the_dimension_with_one_probe(serve: Serve) -> None:
@@ -408,48 +429,65 @@ def test_openai_discovers_the_dimension_with_one_probe(serve: Serve) -> None:
     assert len(server.received) == 1
 
 
-def test_openai_retries_after_429(serve: Serve) -> None:
-    def responder(body: Any, count: int) -> Reply:
-        if count == 1:
-            return error_reply(429, "slow down", **{"Retry-After": "0"})
-        return embeddings_reply(body)
-
-    server = serve(responder)
-    embedder = OpenAIEmbedder("m", base_url=server.base_url, backoff=0.001)
+@pytest.mark.parametrize("status", [429, 500, 502, 503])
+def test_openai_retries_rate_limits_and_server_errors(serve: Serve, status: int) -> None:
+    server = serve(fail_first(error_reply(status, "slow down", **FAST_RETRY), times=2))
+    embedder = OpenAIEmbedder("m", base_url=server.base_url, max_retries=2)
     vectors = embedder.embed(["hello", "world"])
-    assert len(server.received) == 2
+    assert len(server.received) == 3
+    assert [r.headers["x-stainless-retry-count"] for r in server.received] == ["0", "1", "2"]
     np.testing.assert_allclose(vectors, vectors_for(["hello", "world"]), atol=1e-6)
 
 
-def test_openai_caps_a_long_retry_after(serve: Serve, monkeypatch: pytest.MonkeyPatch) -> None:
-    pauses: list[float] = []
-    monkeypatch.setattr("pgmem.embeddings.openai_http.time.sleep", pauses.append)
-
-    def responder(body: Any, count: int) -> Reply:
-        if count == 1:
-            return error_reply(503, "busy", **{"Retry-After": "86400"})
-        return embeddings_reply(body)
-
-    server = serve(responder)
-    OpenAIEmbedder("m", base_url=server.base_url).embed(["x"])
-    assert pauses == [60.0]
+def test_openai_does_not_wait_a_day_for_retry_after(serve: Serve) -> None:
+    # A pause longer than two minutes would look like a hang: fail at once instead.
+    server = serve(fail_first(error_reply(503, "busy", **{"Retry-After": "86400"})))
+    with pytest.raises(EmbeddingError, match=r"InternalServerError: HTTP 503.*busy") as caught:
+        OpenAIEmbedder("m", base_url=server.base_url).embed(["x"])
+    assert len(server.received) == 1
+    assert "attempts" not in str(caught.value)
 
 
 def test_openai_gives_up_after_max_retries(serve: Serve) -> None:
-    server = serve(lambda body, count: error_reply(500, "internal failure"))
-    embedder = OpenAIEmbedder("m", base_url=server.base_url, max_retries=2, backoff=0.001)
-    with pytest.raises(EmbeddingError, match=r"HTTP 500.*internal failure.*after 3 attempts"):
+    server = serve(lambda body, count: error_reply(500, "internal failure", **FAST_RETRY))
+    embedder = OpenAIEmbedder("m", base_url=server.base_url, max_retries=2)
+    with pytest.raises(EmbeddingError, match=r"HTTP 500.*internal failure.*after 3 attempts") as caught:
         embedder.embed(["x"])
     assert len(server.received) == 3
+    assert caught.value.__cause__ is not None
 
 
 def test_openai_does_not_retry_a_400(serve: Serve) -> None:
     server = serve(lambda body, count: error_reply(400, "bad input " + "x" * 5000))
-    embedder = OpenAIEmbedder("m", base_url=server.base_url, backoff=0.001)
-    with pytest.raises(EmbeddingError, match=r"HTTP 400.*bad input") as caught:
+    embedder = OpenAIEmbedder("m", base_url=server.base_url)
+    with pytest.raises(EmbeddingError, match=r"'openai:m'.*/v1/embeddings.*HTTP 400.*bad input") as caught:
         embedder.embed(["x"])
     assert len(server.received) == 1
     assert len(str(caught.value)) < 600  # the body is excerpted, not dumped
+
+
+def slow_first(delay: float) -> Callable[[Any, int], Reply]:
+    def responder(body: Any, count: int) -> Reply:
+        if count == 1:
+            time.sleep(delay)
+        return embeddings_reply(body)
+
+    return responder
+
+
+def test_openai_retries_a_timeout(serve: Serve) -> None:
+    server = serve(slow_first(1.0))
+    embedder = OpenAIEmbedder("m", base_url=server.base_url, timeout=0.2, max_retries=1)
+    np.testing.assert_allclose(embedder.embed(["late"]), vectors_for(["late"]), atol=1e-6)
+    assert len(server.received) == 2
+
+
+def test_openai_timeout_without_retries_is_an_embedding_error(serve: Serve) -> None:
+    server = serve(slow_first(1.0))
+    embedder = OpenAIEmbedder("m", base_url=server.base_url, timeout=0.2, max_retries=0)
+    with pytest.raises(EmbeddingError, match=r"'openai:m'.*APITimeoutError: Request timed out"):
+        embedder.embed(["late"])
+    assert len(server.received) == 1
 
 
 def test_openai_rejects_a_wrong_dimension(serve: Serve) -> None:
@@ -459,17 +497,51 @@ def test_openai_rejects_a_wrong_dimension(serve: Serve) -> None:
         embedder.embed(["x"])
 
 
-def test_openai_rejects_a_missing_vector(serve: Serve) -> None:
+def test_openai_rejects_a_dimension_that_changes(serve: Serve) -> None:
     def responder(body: Any, count: int) -> Reply:
-        status, headers, payload = embeddings_reply(body)
-        reply = json.loads(payload)
-        reply["data"] = reply["data"][1:]
-        return status, headers, json.dumps(reply).encode()
+        width = 8 if count == 1 else 5
+        data = [{"index": i, "embedding": [1.0] * width} for i in range(len(body["input"]))]
+        return 200, {}, json.dumps({"data": data}).encode()
 
+    embedder = OpenAIEmbedder("m", base_url=serve(responder).base_url)
+    assert embedder.embed(["a"]).shape == (1, 8)
+    with pytest.raises(EmbeddingError, match="5-dimensional vectors, expected 8"):
+        embedder.embed(["b"])
+
+
+def without_first_item(body: Any, count: int) -> Reply:
+    status, headers, payload = embeddings_reply(body)
+    reply = json.loads(payload)
+    reply["data"] = reply["data"][1:]
+    return status, headers, json.dumps(reply).encode()
+
+
+@pytest.mark.parametrize(
+    ("responder", "message"),
+    [
+        (without_first_item, r"sent 2 texts.*got 1 vectors"),
+        (lambda body, count: (200, {}, b"<html>gateway</html>"), r"is not JSON: <html>gateway</html>"),
+        (lambda body, count: (200, {}, b'{"object": "list"}'), r"has no 'data' list"),
+        (
+            lambda body, count: (
+                200,
+                {},
+                b'{"data": [{"index": 0, "embedding": [1]}, {"index": 0, "embedding": [2]}]}',
+            ),
+            "repeats index 0",
+        ),
+        (lambda body, count: (200, {}, b'{"data": [{"index": 5, "embedding": [1]}, {}]}'), "invalid index 5"),
+        (
+            lambda body, count: (200, {}, b'{"data": [{"index": 0, "embedding": "AAAA"}, {"index": 1}]}'),
+            "not a list of numbers",
+        ),
+    ],
+)
+def test_openai_rejects_malformed_responses(serve: Serve, responder: Callable[[Any, int], Reply], message: str) -> None:
     server = serve(responder)
-    embedder = OpenAIEmbedder("m", base_url=server.base_url)
-    with pytest.raises(EmbeddingError, match=r"sent 2 texts.*got 1 vectors"):
-        embedder.embed(["a", "b"])
+    with pytest.raises(EmbeddingError, match=r"'openai:m'.*" + message):
+        OpenAIEmbedder("m", base_url=server.base_url).embed(["a", "b"])
+    assert len(server.received) == 1  # a malformed answer is not retried
 
 
 def test_openai_rejects_non_finite_values(serve: Serve) -> None:
@@ -482,9 +554,9 @@ def test_openai_rejects_non_finite_values(serve: Serve) -> None:
 def test_openai_sends_the_key_and_never_shows_it(serve: Serve) -> None:
     server = serve(lambda body, count: error_reply(401, "Incorrect API key provided: sk-secret"))
     embedder = OpenAIEmbedder("m", base_url=server.base_url, api_key="sk-secret")
-    with pytest.raises(EmbeddingError, match="HTTP 401") as caught:
+    with pytest.raises(EmbeddingError, match=r"AuthenticationError: HTTP 401.*\[api key\]") as caught:
         embedder.embed(["x"])
-    assert server.received[0].headers["Authorization"] == "Bearer sk-secret"
+    assert server.received[0].headers["authorization"] == "Bearer sk-secret"
     assert "sk-secret" not in str(caught.value)
     assert "sk-secret" not in repr(embedder)
 
@@ -497,14 +569,14 @@ def test_openai_reads_url_and_key_from_the_environment(serve: Serve, monkeypatch
     embedder = get_embedder("openai:env-model")
     assert isinstance(embedder, OpenAIEmbedder)
     embedder.embed(["x"])
-    assert server.received[0].headers["Authorization"] == "Bearer sk-from-env"
+    assert server.received[0].headers["authorization"] == "Bearer sk-from-env"
     assert server.received[0].body["model"] == "env-model"
 
 
-def test_openai_without_a_key_sends_no_authorization(serve: Serve) -> None:
+def test_openai_without_a_key_sends_the_placeholder(serve: Serve) -> None:
     server = serve(embeddings_reply)
     OpenAIEmbedder("m", base_url=server.base_url).embed(["x"])
-    assert "Authorization" not in server.received[0].headers
+    assert server.received[0].headers["authorization"] == f"Bearer {PLACEHOLDER_API_KEY}"
 
 
 def test_embed_unique_needs_no_dimension_probe(serve: Serve) -> None:
@@ -523,18 +595,136 @@ def closed_port() -> int:
 
 
 def test_openai_retries_connection_errors_then_fails() -> None:
-    embedder = OpenAIEmbedder("m", base_url=f"http://127.0.0.1:{closed_port()}/v1", max_retries=1, backoff=0.001)
-    with pytest.raises(EmbeddingError, match=r"failed.*after 2 attempts"):
+    embedder = OpenAIEmbedder("m", base_url=f"http://127.0.0.1:{closed_port()}/v1", max_retries=1)
+    with pytest.raises(EmbeddingError, match=r"APIConnectionError.*after 2 attempts"):
         embedder.embed(["x"])
 
 
 def test_openai_rejects_invalid_options() -> None:
-    with pytest.raises(ConfigurationError, match="base_url"):
+    with pytest.raises(ConfigurationError, match="OpenAIEmbedder base_url"):
         OpenAIEmbedder("m", base_url="ftp://example.invalid")
-    with pytest.raises(ConfigurationError, match="batch_size"):
+    with pytest.raises(ConfigurationError, match="OpenAIEmbedder batch_size"):
         OpenAIEmbedder("m", batch_size=0)
-    with pytest.raises(ConfigurationError, match="timeout"):
+    with pytest.raises(ConfigurationError, match="OpenAIEmbedder timeout"):
         OpenAIEmbedder("m", timeout=0)
+    with pytest.raises(ConfigurationError, match="OpenAIEmbedder max_retries"):
+        OpenAIEmbedder("m", max_retries=-1)
+
+
+# --- OpenAI-compatible HTTP from asyncio ----------------------------------------------
+
+
+def test_openai_aembed_equals_embed_and_batches(serve: Serve) -> None:
+    server = serve(embeddings_reply)
+    embedder = OpenAIEmbedder("m", base_url=server.base_url, batch_size=2)
+    texts = ["one", "two", "three"]
+
+    async def main() -> npt.NDArray[np.float32]:
+        try:
+            return await embedder.aembed(texts)
+        finally:
+            await embedder.aclose()
+
+    vectors = asyncio.run(main())
+    assert [r.body["input"] for r in server.received] == [["one", "two"], ["three"]]
+    np.testing.assert_allclose(vectors, embedder.embed(texts), atol=1e-7)
+    assert vectors.dtype == np.float32
+
+
+def test_openai_aembed_lets_the_loop_run_while_it_waits_and_works_on_a_second_loop(serve: Serve) -> None:
+    # The server answers only once another task on the event loop has seen the request
+    # arrive: a client that blocked the loop while waiting would never let that task run.
+    released = threading.Event()
+    answered_after_release: list[bool] = []
+
+    def responder(body: Any, count: int) -> Reply:
+        answered_after_release.append(released.wait(timeout=10))
+        return embeddings_reply(body)
+
+    server = serve(responder)
+    embedder = OpenAIEmbedder("m", base_url=server.base_url)
+
+    async def release_once_received() -> None:
+        while len(server.received) < len(answered_after_release) + 1:
+            await asyncio.sleep(0.005)
+        released.set()
+
+    async def main() -> npt.NDArray[np.float32]:
+        released.clear()
+        vectors, _ = await asyncio.gather(embedder.aembed(["slow"]), release_once_received())
+        await embedder.aclose()
+        return vectors
+
+    first = asyncio.run(main())
+    second = asyncio.run(main())  # a new loop gets its own client
+    assert answered_after_release == [True, True]
+    np.testing.assert_allclose(first, second, atol=1e-7)
+
+
+def test_openai_aembed_probes_the_dimension_without_blocking(serve: Serve) -> None:
+    server = serve(embeddings_reply)
+    embedder = OpenAIEmbedder("m", base_url=server.base_url)
+
+    async def main() -> npt.NDArray[np.float32]:
+        empty = await embedder.aembed([])
+        await embedder.aclose()
+        return empty
+
+    assert asyncio.run(main()).shape == (0, 8)
+    assert [r.body["input"] for r in server.received] == [["dimension probe"]]
+
+
+def test_openai_aembed_retries_and_maps_errors(serve: Serve) -> None:
+    retried = serve(fail_first(error_reply(429, "slow down", **FAST_RETRY)))
+    refused = serve(lambda body, count: error_reply(400, "bad input"))
+
+    async def main() -> None:
+        ok = OpenAIEmbedder("m", base_url=retried.base_url, max_retries=1)
+        np.testing.assert_allclose(await ok.aembed(["x"]), vectors_for(["x"]), atol=1e-6)
+        await ok.aclose()
+        bad = OpenAIEmbedder("m", base_url=refused.base_url, dimension=8)
+        try:
+            with pytest.raises(EmbeddingError, match=r"'openai:m'.*BadRequestError: HTTP 400.*bad input"):
+                await bad.aembed(["x"])
+        finally:
+            await bad.aclose()
+
+    asyncio.run(main())
+    assert len(retried.received) == 2 and len(refused.received) == 1
+
+
+def test_aembed_unique_awaits_aembed_once_per_distinct_text(serve: Serve) -> None:
+    server = serve(embeddings_reply)
+    embedder = OpenAIEmbedder("m", base_url=server.base_url)
+
+    async def main() -> npt.NDArray[np.float32]:
+        vectors = await aembed_unique(embedder, ["a", "b", "a"])
+        await embedder.aclose()
+        return vectors
+
+    vectors = asyncio.run(main())
+    assert [r.body["input"] for r in server.received] == [["a", "b"]]
+    np.testing.assert_array_equal(vectors[0], vectors[2])
+    np.testing.assert_allclose(vectors, embed_unique(HashingEmbedder(8), ["a", "b", "a"]), atol=1e-6)
+
+
+def test_aembed_unique_runs_a_sync_embedder_off_the_loop() -> None:
+    threads: list[threading.Thread] = []
+
+    class ThreadNoting(CountingEmbedder):
+        def embed(self, texts: Sequence[str]) -> Any:
+            threads.append(threading.current_thread())
+            return super().embed(texts)
+
+    fake = ThreadNoting()
+    vectors = asyncio.run(aembed_unique(fake, ["x", "y", "x"]))
+    np.testing.assert_array_equal(vectors, embed_unique(CountingEmbedder(), ["x", "y", "x"]))
+    assert fake.seen == ["x", "y"] and threads[0] is not threading.main_thread()
+    assert asyncio.run(aembed_unique(fake, [])).shape == (0, 4)
+    with pytest.raises(EmbeddingError, match=r"'counting'.*zero vector"):
+        asyncio.run(aembed_unique(CountingEmbedder(lambda texts: np.zeros((len(texts), 4))), ["z"]))
+    with pytest.raises(InputError, match="single string"):
+        asyncio.run(aembed_unique(fake, "not a list"))
 
 
 # --- get_embedder -------------------------------------------------------------------
@@ -574,6 +764,83 @@ def test_get_embedder_rejects_unknown_specs(spec: str) -> None:
 def test_get_embedder_rejects_other_objects() -> None:
     with pytest.raises(ConfigurationError, match="got int"):
         get_embedder(3)  # type: ignore[arg-type]
+
+
+class ConstantEmbedder:
+    """A third-party embedder: every text gets the same unit vector of ``dimension``."""
+
+    def __init__(self, dimension: int) -> None:
+        self.name = f"constant-{dimension}"
+        self.dimension = dimension
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return np.full((len(texts), self.dimension), 1.0 / np.sqrt(self.dimension), dtype=np.float32)
+
+
+@pytest.fixture
+def registry_snapshot() -> Iterator[None]:
+    from pgmem.embeddings import registry
+
+    saved = dict(registry._registry)
+    yield
+    with registry._lock:
+        registry._registry.clear()
+        registry._registry.update(saved)
+        registry._from_spec.cache_clear()
+
+
+def constant_from_option(option: str) -> ConstantEmbedder:
+    if option and not option.isdigit():
+        raise ConfigurationError(f"constant dimension must be digits, got {option!r}")
+    return ConstantEmbedder(int(option or "3"))
+
+
+@pytest.mark.usefixtures("registry_snapshot")
+def test_a_third_party_embedder_registers_and_resolves() -> None:
+    register_embedder("constant", constant_from_option, option="<dimension>")
+    assert "constant" in registered_kinds()
+    three = get_embedder("constant")
+    assert isinstance(three, ConstantEmbedder) and three.dimension == 3
+    assert get_embedder(" Constant:5 ").dimension == 5
+    assert get_embedder("constant") is three  # one instance per spec
+    assert embed_unique(three, ["a", "b"]).shape == (2, 3)
+    with pytest.raises(ConfigurationError, match="constant dimension must be digits"):
+        get_embedder("constant:x")
+    with pytest.raises(ConfigurationError, match="'constant:<dimension>'"):
+        get_embedder("nothing-registered")
+
+
+@pytest.mark.usefixtures("registry_snapshot")
+def test_registering_refuses_shadowing_and_bad_kinds() -> None:
+    with pytest.raises(ConfigurationError, match="'openai' is already registered"):
+        register_embedder("openai", constant_from_option)
+    assert isinstance(get_embedder("openai:m"), OpenAIEmbedder)
+    for kind in ("default", "Has Space", "with:colon", ""):
+        with pytest.raises(ConfigurationError, match="embedder kind must match"):
+            register_embedder(kind, constant_from_option)
+    with pytest.raises(ConfigurationError, match="must be callable"):
+        register_embedder("broken", "not a factory")  # type: ignore[arg-type]
+    # A kind without an option refuses one; replacing drops the cached instance.
+    register_embedder("constant", lambda option: ConstantEmbedder(3))
+    with pytest.raises(ConfigurationError, match="unknown embedder spec 'constant:4'"):
+        get_embedder("constant:4")
+    first = get_embedder("constant")
+    register_embedder("constant", lambda option: ConstantEmbedder(7), replace=True)
+    assert first.dimension == 3 and get_embedder("constant").dimension == 7
+
+
+def test_the_contract_and_registry_import_no_implementation() -> None:
+    import ast
+
+    import pgmem.embeddings.base
+    import pgmem.embeddings.registry
+
+    implementations = {"pgmem.embeddings.hashing", "pgmem.embeddings.minilm", "pgmem.embeddings.openai_http"}
+    for module in (pgmem.embeddings.base, pgmem.embeddings.registry):
+        tree = ast.parse(Path(module.__file__ or "").read_text())
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        assert not imported & implementations, module.__name__
 
 
 def test_default_embedder_spec(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,39 +2,17 @@
 
 from __future__ import annotations
 
-import subprocess
 import uuid
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
+from schema_catalog import Snapshot, catalog_snapshot, differing_kinds, snapshot_differences
 
 import pgmem
 from pgmem.db.migrate import current_revision, head_revision
 from pgmem.db.resources import sql_dir
-
-
-def _pg_dump(dsn: str) -> str:
-    from pgserver._commands import POSTGRES_BIN_PATH
-
-    binary = Path(POSTGRES_BIN_PATH) / "pg_dump"
-    dump = subprocess.run(
-        [
-            str(binary),
-            "--schema-only",
-            "--no-owner",
-            "--schema=pgmem",
-            "--exclude-table=pgmem.alembic_version",
-            "--restrict-key=pgmem",
-            dsn,
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return "\n".join(line for line in dump.splitlines() if not line.startswith("--"))
 
 
 def _replay_chain(dsn: str, revision: str = "head") -> None:
@@ -54,12 +32,85 @@ def _replay_chain(dsn: str, revision: str = "head") -> None:
     engine.dispose()
 
 
-def test_migration_chain_equals_current_schema(server_dsn: str, fresh_database: str, dsn: str) -> None:
+def _snapshot(dsn: str) -> Snapshot:
+    with psycopg.connect(dsn) as conn:
+        return catalog_snapshot(conn)
+
+
+def test_migration_chain_equals_current_schema(fresh_database: str, dsn: str) -> None:
     _replay_chain(fresh_database)
-    from_chain = _pg_dump(fresh_database)
-    from_schema = _pg_dump(dsn)  # the template was built from sql/schema.sql
-    assert "CREATE TABLE pgmem.notes" in from_schema
+    from_chain = _snapshot(fresh_database)
+    from_schema = _snapshot(dsn)  # the template was built from sql/schema.sql
+    assert ("notes", "r") in {row[:2] for row in from_schema["relations"]}
+    assert all(from_schema[kind] for kind in ("columns", "constraints", "indexes", "functions", "policies", "grants"))
+    assert snapshot_differences(from_chain, from_schema, ("chain", "schema.sql")) == []
     assert from_chain == from_schema
+
+
+# Each statement changes one thing a migration could get wrong; the snapshot must see it.
+MUTATIONS = [
+    ("ALTER TABLE pgmem.pack_log ADD COLUMN extra integer", {"columns"}),
+    ("ALTER TABLE pgmem.pack_log ALTER COLUMN created_at SET DEFAULT '2000-01-01'", {"columns"}),
+    ("ALTER TABLE pgmem.pack_log ALTER COLUMN query DROP NOT NULL", {"columns", "constraints"}),
+    ("ALTER TABLE pgmem.pack_log ALTER COLUMN pool_size TYPE bigint", {"columns"}),
+    (
+        "ALTER TABLE pgmem.notes DROP CONSTRAINT notes_span_length,"
+        " ADD CONSTRAINT notes_span_length CHECK (span_end >= 0)",
+        {"constraints"},
+    ),
+    (
+        "DROP INDEX pgmem.pack_log_created;\nCREATE INDEX pack_log_created ON pgmem.pack_log (created_at)",
+        {"indexes"},
+    ),
+    (
+        "CREATE OR REPLACE FUNCTION pgmem.group_role_v1(p_kind text) RETURNS name LANGUAGE sql IMMUTABLE"
+        " RETURN CASE p_kind WHEN 'reader' THEN 'pgmem_reader'::name END",
+        {"functions"},
+    ),
+    ("ALTER FUNCTION pgmem.group_role_v1(text) STABLE", {"functions"}),
+    ("ALTER FUNCTION pgmem.group_role_v1(text) SECURITY DEFINER", {"functions"}),
+    ("ALTER FUNCTION pgmem.group_role_v1(text) SET search_path = pg_catalog", {"functions"}),
+    ("ALTER TABLE pgmem.notes DISABLE TRIGGER notes_count_new", {"triggers"}),
+    (
+        "DROP TRIGGER notes_count_new ON pgmem.notes;\nCREATE TRIGGER notes_count_new AFTER INSERT ON pgmem.notes"
+        " FOR EACH ROW EXECUTE FUNCTION pgmem.count_new_notes_v1()",
+        {"triggers"},
+    ),
+    ("ALTER VIEW pgmem.store_families_v1 SET (security_invoker = false)", {"relations"}),
+    (
+        "DO $$ BEGIN EXECUTE format('CREATE OR REPLACE VIEW pgmem.namespace_grants_v1"
+        " WITH (security_invoker = true) AS SELECT * FROM (%s) AS original LIMIT 1',"
+        " rtrim(pg_get_viewdef('pgmem.namespace_grants_v1'::regclass), ';')); END $$",
+        {"views"},
+    ),
+    ("ALTER POLICY admin_all ON pgmem.notes TO pgmem_writer", {"policies"}),
+    ("ALTER POLICY admin_all ON pgmem.notes USING (namespace <> '')", {"policies"}),
+    ("ALTER TABLE pgmem.notes FORCE ROW LEVEL SECURITY", {"relations"}),
+    ("ALTER TABLE pgmem.pack_log DISABLE ROW LEVEL SECURITY", {"relations"}),
+    ("GRANT UPDATE ON pgmem.notes TO pgmem_reader", {"grants"}),
+    ("REVOKE INSERT (pack_id) ON pgmem.feedback FROM pgmem_writer", {"grants"}),
+    ("GRANT EXECUTE ON FUNCTION pgmem.forget_v1 TO pgmem_reader", {"grants"}),
+    ("GRANT EXECUTE ON FUNCTION pgmem.group_role_v1 TO PUBLIC", {"grants"}),
+    ("REVOKE USAGE ON SCHEMA pgmem FROM pgmem_reader", {"grants"}),
+    ("ALTER TABLE pgmem.feedback ALTER COLUMN feedback_id SET INCREMENT BY 2", {"sequences"}),
+    ("CREATE TYPE pgmem.mood AS ENUM ('calm')", {"types", "grants"}),
+    ("COMMENT ON TABLE pgmem.notes IS 'changed'", {"comments"}),
+]
+
+
+def test_the_schema_comparison_sees_every_kind_of_change(dsn: str) -> None:
+    """Each mutation of a schema.sql database must show up, under the kind it changed,
+    so the chain-equals-schema test above can fail."""
+    with psycopg.connect(dsn) as conn:
+        before = catalog_snapshot(conn)
+        conn.rollback()
+        for statement, kinds in MUTATIONS:
+            for part in statement.split(";\n"):
+                conn.execute(part)
+            changed = differing_kinds(before, catalog_snapshot(conn))
+            conn.rollback()
+            assert changed == kinds, statement
+        assert catalog_snapshot(conn) == before
 
 
 def test_migrate_is_idempotent_and_stamps_head(fresh_database: str) -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
-from dataclasses import fields, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ from golden_util import (
     load_case,
     pack_params,
     reference_expected,
+    reference_pack,
+    reference_pool,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -308,12 +311,18 @@ def test_pack_respects_every_rule(rows: list[Candidate], cal: CalibrationParams,
     assert not packed & refused
     assert len(packed) == len(items) and len(refused) == len(rejections)
 
-    # The scan is one pass in (final desc, note_id asc) order: what was packed or
-    # refused is exactly a prefix of that order.
-    order = _scan_order(pool, calibration)
-    assert set(order[: len(packed) + len(refused)]) == packed | refused
-    finals = [item.final_score for item in items]
-    assert finals == sorted(finals, reverse=True)
+    if params.order == "final":
+        # The scan is one pass in (final desc, note_id asc) order: what was packed or
+        # refused is exactly a prefix of that order.
+        order = _scan_order(pool, calibration)
+        assert set(order[: len(packed) + len(refused)]) == packed | refused
+        finals = [item.final_score for item in items]
+        assert finals == sorted(finals, reverse=True)
+    else:
+        # Each pick has the best decayed score left, and overlaps only grow: the decayed
+        # scores of successive picks never rise.
+        decays = [item.decayed_score for item in items]
+        assert all(a >= b - 1e-12 for a, b in itertools.pairwise(decays))
 
     for item in items:
         assert abs(item.regularizer) <= cal.gamma + 1e-12
@@ -396,3 +405,57 @@ def test_pack_does_not_depend_on_candidate_order(
                 assert math.isclose(value, other, rel_tol=1e-9, abs_tol=1e-9), field.name
             else:
                 assert value == other, field.name
+
+
+def _near_repeat_pool() -> tuple[Pool, Calibration]:
+    rows = [
+        _note(1, "alice moved to lisbon in may and started a bakery there", score=2.0),
+        _note(2, "alice moved to lisbon in may and opened a cafe", score=1.95),  # Jaccard 8/13 with 1
+        _note(3, "bob sold his car to pay for the trip", score=1.9),
+        *(_note(i, f"filler {i}", score=0.0) for i in range(4, 9)),
+    ]
+    pool = Pool.from_candidates(rows)
+    return pool, calibrate(pool, CalibrationParams(), "relevance")
+
+
+def test_decayed_order_packs_a_fresh_note_before_a_near_repeat() -> None:
+    pool, calibration = _near_repeat_pool()
+    params = PackParams(budget=2, overlap_decay=0.5)
+    assert [i.note_id[-1] for i in rank_and_pack(pool, calibration, params).items] == ["1", "2"]
+    decayed = rank_and_pack(pool, calibration, replace(params, order="decayed")).items
+    assert [i.note_id[-1] for i in decayed] == ["1", "3"]
+    assert decayed[1].max_overlap < 0.1  # shares only 'to' with note 1
+    # Without decay the two orders are the same pack.
+    no_decay = PackParams(budget=2, overlap_decay=0.0)
+    assert rank_and_pack(pool, calibration, no_decay) == rank_and_pack(
+        pool, calibration, replace(no_decay, order="decayed")
+    )
+
+
+def test_unknown_order_is_a_configuration_error() -> None:
+    from pgmem.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="order must be one of decayed, final"):
+        PackParams(order="mmr")  # type: ignore[arg-type]
+
+
+@settings(deadline=None, max_examples=200)
+@given(rows=candidate_rows(), cal=calibration_params(), params=pack_params(), mode=st.sampled_from(MODES_ALL))
+def test_pack_matches_scalar_reference_in_both_orders(
+    rows: list[Candidate], cal: CalibrationParams, params: PackParams, mode: str
+) -> None:
+    pool = Pool.from_candidates(rows)
+    calibration = calibrate(pool, cal, mode)  # type: ignore[arg-type]
+    result = rank_and_pack(pool, calibration, params)
+    json_rows = [asdict(row) for row in rows]
+    reference = reference_pack(
+        json_rows,
+        reference_pool(json_rows),
+        {"families": [{"family": f.family, "regularizer": f.regularizer} for f in calibration.families]},
+        cal.as_dict(),
+        params.as_dict(),
+    )
+    assert [i.note_id for i in result.items] == [p["note_id"] for p in reference["pack"]]
+    assert [(r.note_id, r.reason) for r in result.rejections] == [
+        (r["note_id"], r["reason"]) for r in reference["rejections"]
+    ]

@@ -1,7 +1,7 @@
 """Stage one faster with the same rows: static scoring, one named-parameter candidate search, pgmem.bm25_v1.
 
 Revision ID: 0008
-Revises: 0006
+Revises: 0010
 Create Date: 2026-12-01
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 from pgmem.db.migrate import run_sql_file
 
 revision = "0008"
-# 0007 is another branch's migration: the lead sets this to it when merging.
-down_revision = "0006"
+# After 0010 (merged first); the lead renumbers if another migration lands between.
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 

@@ -8,7 +8,6 @@ server speaking the same protocol (llama.cpp, vLLM, Ollama, LM Studio).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,10 +15,11 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from pgmem.compaction.tokens import TokenCounter
 from pgmem.errors import ChatError, ConfigurationError
+from pgmem.openai_client import PLACEHOLDER_API_KEY, client_settings
+
+__all__ = ["API_KEY_VARIABLES", "PLACEHOLDER_API_KEY", "ChatModel", "ChatResult", "OpenAIChat"]
 
 API_KEY_VARIABLES = ("PGMEM_CHAT_API_KEY", "OPENAI_API_KEY")
-#: Sent when no key is configured: local servers ignore the header, the client requires one.
-PLACEHOLDER_API_KEY = "pgmem-no-key"
 
 
 @dataclass(frozen=True)
@@ -49,16 +49,6 @@ class ChatModel(Protocol):
     model: str
 
     def complete(self, messages: Sequence[Mapping[str, Any]], *, max_tokens: int | None = None) -> ChatResult: ...
-
-
-def _api_key(explicit: str | None) -> str:
-    if explicit:
-        return explicit
-    for variable in API_KEY_VARIABLES:
-        value = os.environ.get(variable, "").strip()
-        if value:
-            return value
-    return PLACEHOLDER_API_KEY
 
 
 class OpenAIChat:
@@ -101,25 +91,24 @@ class OpenAIChat:
         temperature: float = 0.0,
         counter: TokenCounter | None = None,
     ) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise ConfigurationError(f"base_url must be an http:// or https:// URL, got {base_url!r}")
+        settings = client_settings(
+            "OpenAIChat",
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            api_key_variables=API_KEY_VARIABLES,
+        )
         if not model.strip():
             raise ConfigurationError("model must be a non-empty model name")
-        if not timeout > 0:
-            raise ConfigurationError(f"timeout must be > 0 seconds, got {timeout}")
-        if max_retries < 0:
-            raise ConfigurationError(f"max_retries must be >= 0, got {max_retries}")
         if not 0.0 <= temperature <= 2.0:
             raise ConfigurationError(f"temperature must be in [0, 2], got {temperature}")
-        import openai
-
         self.base_url = base_url
         self.model = model
         self.temperature = temperature
         self.counter = counter or TokenCounter()
-        self._client = openai.OpenAI(
-            base_url=base_url, api_key=_api_key(api_key), timeout=timeout, max_retries=max_retries
-        )
+        self._settings = settings
+        self._client = settings.sync_client()
 
     def complete(self, messages: Sequence[Mapping[str, Any]], *, max_tokens: int | None = None) -> ChatResult:
         """Send ``messages`` and return the first choice's text and the token usage."""
@@ -137,7 +126,7 @@ class OpenAIChat:
             )
         except openai.OpenAIError as exc:
             raise ChatError(
-                f"chat call to model {self.model!r} at {self.base_url} failed: {type(exc).__name__}: {exc}"
+                f"chat call to model {self.model!r} at {self.base_url} failed: {self._settings.describe_failure(exc)}"
             ) from exc
         latency_ms = (time.perf_counter() - started) * 1000.0
         if not response.choices:

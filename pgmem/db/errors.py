@@ -112,6 +112,12 @@ def translate(exc: psycopg.Error, action: str) -> PgmemError:
         return SchemaError(
             f"{action}: the pgmem schema is missing or outdated ({message}); run pgmem.migrate(conn) or `pgmem migrate`"
         )
+    if isinstance(exc, pg_errors.ReadOnlySqlTransaction):
+        # A hot standby (or a READ ONLY transaction): say where the write must go.
+        return DatabaseError(
+            f"{action}: this connection is read-only ({message}); {action} writes, so it needs the primary"
+            " (pgmem.ReplicaSet sends writes and logged packs there)"
+        )
     if isinstance(exc, pg_errors.QueryCanceled):
         return DatabaseError(f"{action}: cancelled by the server ({message})")
     if isinstance(exc, psycopg.OperationalError):

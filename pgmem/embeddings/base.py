@@ -1,4 +1,4 @@
-"""The embedder contract, the one validation boundary for vectors, and the spec parser.
+"""The embedder contract and the one validation boundary for vectors.
 
 Every embedder turns a batch of texts into a float32 matrix of unit rows. Callers go
 through :func:`embed_unique`, which embeds each distinct text once and checks what
@@ -8,28 +8,18 @@ zero vectors into an HNSW index.
 
 from __future__ import annotations
 
-import functools
+import asyncio
 import inspect
-import os
-import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-from pgmem.errors import ConfigurationError, EmbeddingError, InputError
-from pgmem.validate import describe_value
-
-if TYPE_CHECKING:
-    from pgmem.embeddings.minilm import MiniLMEmbedder
+from pgmem.errors import EmbeddingError, InputError
 
 Vectors = npt.NDArray[np.float32]
 
-ENVIRONMENT_VARIABLE = "PGMEM_EMBEDDER"
-DEFAULT_SPEC = "minilm"
-DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
-SPEC_CHOICES = "'default', 'minilm', 'hashing', 'hashing:<dimension>', 'openai', 'openai:<model>'"
 #: Largest embedding dimension pgmem stores: pgvector's HNSW index takes halfvec up to
 #: 4,000 dimensions (the CHECK on ``pgmem.embedding_models`` says the same).
 MAX_DIMENSION = 4_000
@@ -50,7 +40,9 @@ class Embedder(Protocol):
     Notes
     -----
     ``name`` and ``dimension`` are read-only properties here so that plain attributes,
-    class constants and lazily computed properties all satisfy the protocol.
+    class constants and lazily computed properties all satisfy the protocol. An
+    embedder may also define ``async def aembed(texts)``, the same as ``embed`` for an
+    asyncio caller; :func:`aembed_unique` uses it when present.
     """
 
     @property
@@ -135,12 +127,41 @@ def embed_unique(embedder: Embedder, texts: Sequence[str]) -> Vectors:
         vector of length ``embedder.dimension`` per distinct text.
     """
     items = as_text_list(texts)
-    name = embedder.name
     if not items:
         return np.empty((0, embedder.dimension), dtype=np.float32)
     distinct = list(dict.fromkeys(items))
-    position = {text: index for index, text in enumerate(distinct)}
-    output = embedder.embed(distinct)
+    return _aligned(embedder, items, distinct, embedder.embed(distinct))
+
+
+async def aembed_unique(embedder: Embedder, texts: Sequence[str]) -> Vectors:
+    """:func:`embed_unique` for an asyncio caller; the event loop never waits on a model.
+
+    An embedder with an ``async def aembed(texts)`` method (such as
+    :class:`~pgmem.embeddings.OpenAIEmbedder`) is awaited; any other runs its ``embed``
+    in a worker thread. The same distinct-text call, alignment and checks apply.
+
+    Raises
+    ------
+    InputError, EmbeddingError
+        As :func:`embed_unique`.
+    """
+    items = as_text_list(texts)
+    if not items:
+        # Reading the dimension may send a probe request; keep it off the loop too.
+        dimension = await asyncio.to_thread(lambda: embedder.dimension)
+        return np.empty((0, dimension), dtype=np.float32)
+    distinct = list(dict.fromkeys(items))
+    aembed = getattr(embedder, "aembed", None)
+    if aembed is not None and inspect.iscoroutinefunction(aembed):
+        output = await aembed(distinct)
+    else:
+        output = await asyncio.to_thread(embedder.embed, distinct)
+    return _aligned(embedder, items, distinct, output)
+
+
+def _aligned(embedder: Embedder, items: list[str], distinct: list[str], output: object) -> Vectors:
+    """Check the embedder's ``output`` for ``distinct`` and return rows aligned with ``items``."""
+    name = embedder.name
     # Read after the call: an embedder may learn its dimension from its first answer
     # (OpenAIEmbedder), and reading it earlier would cost an extra probe request.
     dimension = embedder.dimension
@@ -157,105 +178,5 @@ def embed_unique(embedder: Embedder, texts: Sequence[str]) -> Vectors:
     # Renormalising costs little and makes the unit-row guarantee hold even for an
     # embedder that is off by rounding.
     unit = normalize_rows(output, source=name)
+    position = {text: index for index, text in enumerate(distinct)}
     return unit[[position[text] for text in items]]
-
-
-def default_embedder_spec() -> str:
-    """Return the embedder spec from ``PGMEM_EMBEDDER``, or ``"minilm"`` when unset or empty."""
-    return os.environ.get(ENVIRONMENT_VARIABLE, "").strip() or DEFAULT_SPEC
-
-
-def resolve_embedder(choice: Embedder | str | None) -> Embedder:
-    """The embedder asked for; when ``choice`` is None, the one ``$PGMEM_EMBEDDER`` names,
-    else the bundled MiniLM. This is how the public API and the CLI pick one."""
-    return get_embedder(choice if choice is not None else default_embedder_spec())
-
-
-_bundled_lock = threading.Lock()
-_bundled: MiniLMEmbedder | None = None
-
-
-def _bundled_minilm() -> MiniLMEmbedder:
-    # One instance per process: the ONNX session is ~25 MB and loading it twice would
-    # double memory and start-up time for no benefit.
-    global _bundled
-    with _bundled_lock:
-        if _bundled is None:
-            from pgmem.embeddings.minilm import MiniLMEmbedder
-
-            _bundled = MiniLMEmbedder()
-        return _bundled
-
-
-def _looks_like_embedder(candidate: object) -> bool:
-    # isinstance() against a runtime_checkable Protocol calls hasattr() on Python 3.11,
-    # which would evaluate a lazy property such as OpenAIEmbedder.dimension (a network
-    # probe). getattr_static checks the same members without running any code.
-    for member in ("name", "dimension", "embed"):
-        try:
-            inspect.getattr_static(candidate, member)
-        except AttributeError:
-            return False
-    return callable(getattr(candidate, "embed", None))
-
-
-def get_embedder(spec: str | Embedder | None) -> Embedder:
-    """Return the embedder named by ``spec``.
-
-    Parameters
-    ----------
-    spec : str, Embedder or None
-        ``None``, ``"default"`` or ``"minilm"``: the bundled MiniLM model (one shared
-        instance per process). ``"hashing"`` or ``"hashing:<dimension>"``: a
-        :class:`~pgmem.embeddings.HashingEmbedder`. ``"openai"`` or
-        ``"openai:<model>"``: an :class:`~pgmem.embeddings.OpenAIEmbedder` configured
-        from the environment (default model ``text-embedding-3-small``). An object
-        that already implements :class:`Embedder` is returned unchanged. The
-        environment is not consulted for the spec itself; pass
-        :func:`default_embedder_spec` to honour ``PGMEM_EMBEDDER``.
-
-    Returns
-    -------
-    Embedder
-
-    Raises
-    ------
-    ConfigurationError
-        ``spec`` names no known embedder or carries an invalid option.
-    """
-    if spec is None:
-        return _bundled_minilm()
-    if not isinstance(spec, str):
-        if _looks_like_embedder(spec):
-            return spec
-        raise ConfigurationError(f"embedder must be a spec string or an Embedder, got {type(spec).__name__}")
-    return _from_spec(spec)
-
-
-@functools.lru_cache(maxsize=32)
-def _from_spec(spec: str) -> Embedder:
-    # One instance per spec and process: an OpenAI embedder discovers its dimension
-    # with a request, which must not be repeated for every pack.
-    kind, _, option = spec.strip().partition(":")
-    kind = kind.lower()
-    option = option.strip()
-    if kind in ("default", "minilm") and not option:
-        return _bundled_minilm()
-    if kind == "hashing":
-        from pgmem.embeddings.hashing import DEFAULT_DIMENSION, HashingEmbedder
-
-        if not option:
-            return HashingEmbedder(DEFAULT_DIMENSION)
-        # ASCII digits only: str.isdigit() also accepts "²", which int() refuses, and a
-        # number of thousands of digits, which int() refuses past 4,300.
-        if not (option.isascii() and option.isdigit() and len(option) <= len(str(MAX_DIMENSION))):
-            raise ConfigurationError(
-                f"embedder spec {describe_value(spec)}: the hashing dimension must be a whole number"
-                f" in [2, {MAX_DIMENSION}], got {describe_value(option)}"
-            )
-        return HashingEmbedder(int(option))
-    if kind == "openai":
-        from pgmem.embeddings.openai_http import OpenAIEmbedder
-
-        return OpenAIEmbedder(option or DEFAULT_OPENAI_MODEL)
-    raise ConfigurationError(f"unknown embedder spec {spec!r}; choose one of {SPEC_CHOICES}")

@@ -13,7 +13,9 @@ from functools import lru_cache
 import numpy as np
 
 from pgmem.embeddings.base import MAX_DIMENSION, Vectors, as_text_list
-from pgmem.validate import whole
+from pgmem.embeddings.registry import register_embedder
+from pgmem.errors import ConfigurationError
+from pgmem.validate import describe_value, whole
 
 DEFAULT_DIMENSION = 384
 
@@ -111,3 +113,20 @@ class HashingEmbedder:
                 continue
             vectors[row] /= norm
         return vectors.astype(np.float32)
+
+
+def _from_option(option: str) -> HashingEmbedder:
+    """``hashing`` and ``hashing:<dimension>`` specs."""
+    if not option:
+        return HashingEmbedder(DEFAULT_DIMENSION)
+    # ASCII digits only: str.isdigit() also accepts "²", which int() refuses, and a
+    # number of thousands of digits, which int() refuses past 4,300.
+    if not (option.isascii() and option.isdigit() and len(option) <= len(str(MAX_DIMENSION))):
+        raise ConfigurationError(
+            f"embedder spec {describe_value('hashing:' + option)}: the hashing dimension must be a whole number"
+            f" in [2, {MAX_DIMENSION}], got {describe_value(option)}"
+        )
+    return HashingEmbedder(int(option))
+
+
+register_embedder("hashing", _from_option, option="<dimension>")

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pgmem.embeddings.base import Vectors, as_text_list
+from pgmem.embeddings.registry import register_embedder
 from pgmem.errors import EmbeddingError
 from pgmem.validate import whole
 
@@ -223,3 +224,21 @@ def _mean_pool(hidden: npt.NDArray[np.float32], attention_mask: npt.NDArray[np.i
     norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
     unit: Vectors = (pooled / norms).astype(np.float32)
     return unit
+
+
+_bundled_lock = threading.Lock()
+_bundled: MiniLMEmbedder | None = None
+
+
+def bundled_minilm() -> MiniLMEmbedder:
+    """The process's one MiniLM instance: what the ``minilm`` and ``default`` specs give."""
+    # One instance per process: the ONNX session is ~25 MB and loading it twice would
+    # double memory and start-up time for no benefit.
+    global _bundled
+    with _bundled_lock:
+        if _bundled is None:
+            _bundled = MiniLMEmbedder()
+        return _bundled
+
+
+register_embedder("minilm", lambda _option: bundled_minilm())

@@ -1,90 +1,49 @@
-"""An embedder for any OpenAI-compatible ``/embeddings`` endpoint, over the standard library.
+"""An embedder for any OpenAI-compatible ``/embeddings`` endpoint, on the official ``openai`` client.
 
 Works with OpenAI itself and with local servers that speak the same protocol
-(llama.cpp, vLLM, Ollama, text-embeddings-inference, LM Studio). No SDK: one JSON POST
-per batch through :mod:`urllib.request`, retried with exponential backoff and jitter
-on rate limits, server errors, dropped connections and timeouts.
+(llama.cpp, vLLM, Ollama, text-embeddings-inference, LM Studio). One request per batch;
+retries (rate limits, server errors, dropped connections, timeouts), backoff with
+jitter and ``Retry-After`` are the client's. :meth:`OpenAIEmbedder.embed` runs on the
+synchronous client, :meth:`OpenAIEmbedder.aembed` on the asyncio one; both share the
+request, the checks of the answer and the error messages.
 """
 
 from __future__ import annotations
 
-import email.utils
-import http.client
+import asyncio
+import contextlib
 import json
-import math
-import os
-import random
 import threading
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
-from collections.abc import Sequence
-from datetime import UTC, datetime
-from typing import Any
+import weakref
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pgmem.embeddings.base import MAX_DIMENSION, Vectors, as_text_list, normalize_rows
+from pgmem.embeddings.registry import register_embedder
 from pgmem.errors import ConfigurationError, EmbeddingError
-from pgmem.validate import at_least, describe_value, text_problem, timeout_seconds, whole
+from pgmem.openai_client import client_settings
+from pgmem.validate import describe_value, text_problem, whole
+
+if TYPE_CHECKING:
+    import openai
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_MODEL = "text-embedding-3-small"
 BASE_URL_VARIABLES = ("PGMEM_OPENAI_BASE_URL", "OPENAI_BASE_URL")
 API_KEY_VARIABLES = ("PGMEM_OPENAI_API_KEY", "OPENAI_API_KEY")
-
-# A server asking for a longer pause than this is treated as asking for this long:
-# an embedding call blocking for minutes looks like a hang to the caller.
-MAX_RETRY_AFTER = 60.0
-MAX_BACKOFF = 30.0
-BODY_EXCERPT_CHARS = 300
 #: Longest model name, in characters (it is stored as the embedding model's name).
 MAX_MODEL_CHARS = 256
 _PROBE_TEXT = "dimension probe"
 
 
-def _first_environment_value(names: Sequence[str]) -> str | None:
-    for variable in names:
-        value = os.environ.get(variable, "").strip()
-        if value:
-            return value
-    return None
-
-
-def _retry_after_seconds(header: str | None) -> float | None:
-    """Parse a Retry-After header (seconds or an HTTP date); None when absent or unreadable."""
-    if not header:
-        return None
-    header = header.strip()
-    try:
-        seconds = float(header)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(header)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - datetime.now(UTC)).total_seconds()
-    if not math.isfinite(seconds):
-        return None
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
-
-
-class _Retryable(Exception):
-    """One failed attempt that may succeed if repeated."""
-
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
 class OpenAIEmbedder:
     """Embeddings from an OpenAI-compatible HTTP endpoint.
 
-    Each batch is one ``POST {base_url}/embeddings`` with ``{"model", "input"}``; the
-    response's ``data`` items are put back in input order by their ``index``, checked
-    and L2-normalised.
+    Each batch is one ``POST {base_url}/embeddings`` with ``{"model", "input",
+    "encoding_format": "float"}``; the response's ``data`` items are put back in input
+    order by their ``index``, checked and L2-normalised.
 
     Parameters
     ----------
@@ -94,8 +53,8 @@ class OpenAIEmbedder:
         API root; default ``PGMEM_OPENAI_BASE_URL``, else ``OPENAI_BASE_URL``, else
         ``https://api.openai.com/v1``.
     api_key : str, optional
-        Bearer token; default ``PGMEM_OPENAI_API_KEY``, else ``OPENAI_API_KEY``. Without
-        one no ``Authorization`` header is sent, which suits local servers. The key never
+        Bearer token; default ``PGMEM_OPENAI_API_KEY``, else ``OPENAI_API_KEY``, else a
+        placeholder that local servers ignore (the client requires one). The key never
         appears in messages or ``repr``.
     dimension : int, optional
         Expected vector length; a response of another length is an error. When omitted,
@@ -106,13 +65,12 @@ class OpenAIEmbedder:
     batch_size : int
         Texts per request (default 128).
     timeout : float
-        Seconds to wait for each request (default 30; at most 86,400).
+        Seconds to wait for each request attempt (default 30; at most 86,400).
     max_retries : int
-        Retries after the first attempt on HTTP 429, 5xx, connection errors and
-        timeouts (default 5); other 4xx responses fail at once.
-    backoff : float
-        Base delay in seconds; attempt ``n`` waits ``backoff * 2**n`` with jitter (at
-        most 30 s), or the server's ``Retry-After`` (at most 60 s) when given.
+        Retries after the first attempt on HTTP 408, 409, 429, 5xx, connection errors
+        and timeouts (default 5), with the client's exponential backoff (0.5 s doubling
+        up to 8 s, with jitter) or the server's ``Retry-After`` when it asks for at most
+        two minutes; a server asking for longer, and other 4xx responses, fail at once.
 
     Attributes
     ----------
@@ -132,32 +90,35 @@ class OpenAIEmbedder:
         batch_size: int = 128,
         timeout: float = 30.0,
         max_retries: int = 5,
-        backoff: float = 0.5,
     ) -> None:
         if not isinstance(model, str) or text_problem(model, max_chars=MAX_MODEL_CHARS):
             raise ConfigurationError(f"OpenAIEmbedder model must be a non-empty name, got {describe_value(model)}")
-        root = base_url or _first_environment_value(BASE_URL_VARIABLES) or DEFAULT_BASE_URL
-        parsed = urllib.parse.urlsplit(root)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ConfigurationError(
-                f"OpenAIEmbedder base_url must be an http(s) URL such as {DEFAULT_BASE_URL}, got {root!r}"
-            )
+        self._settings = client_settings(
+            "OpenAIEmbedder",
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            base_url_variables=BASE_URL_VARIABLES,
+            api_key_variables=API_KEY_VARIABLES,
+            default_base_url=DEFAULT_BASE_URL,
+        )
         if dimension is not None:
             whole("OpenAIEmbedder dimension", dimension, 1, MAX_DIMENSION)
         whole("OpenAIEmbedder batch_size", batch_size, 1)
-        whole("OpenAIEmbedder max_retries", max_retries, 0)
-        timeout_seconds("OpenAIEmbedder timeout", timeout)
-        at_least("OpenAIEmbedder backoff", backoff, 0.0)
         self.model = model.strip()
         self.name = f"openai:{self.model}"
-        self.endpoint = root.rstrip("/") + "/embeddings"
+        self.endpoint = self._settings.base_url + "/embeddings"
         self.batch_size = batch_size
-        self.timeout = float(timeout)
+        self.timeout = self._settings.timeout
         self.max_retries = max_retries
-        self.backoff = float(backoff)
-        self._api_key = api_key or _first_environment_value(API_KEY_VARIABLES)
         self._dimension = dimension
-        self._dimension_lock = threading.Lock()
+        self._lock = threading.Lock()
+        self._client: openai.OpenAI | None = None
+        # An asyncio client's connections belong to the loop that opened them.
+        self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def __repr__(self) -> str:
         return f"OpenAIEmbedder(model={self.model!r}, endpoint={self.endpoint!r})"
@@ -166,12 +127,8 @@ class OpenAIEmbedder:
     def dimension(self) -> int:
         """Vector length; discovered with a one-text request if not known yet."""
         if self._dimension is None:
-            with self._dimension_lock:
-                if self._dimension is None:
-                    self.embed([_PROBE_TEXT])
-        if self._dimension is None:  # embed() always sets it or raises
-            raise EmbeddingError(f"embedder {self.name!r}: could not determine the dimension")
-        return self._dimension
+            self.embed([_PROBE_TEXT])
+        return self._known_dimension()
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Embed ``texts``; see :meth:`pgmem.embeddings.Embedder.embed`.
@@ -185,18 +142,104 @@ class OpenAIEmbedder:
         items = as_text_list(texts)
         if not items:
             return np.empty((0, self.dimension), dtype=np.float32)
-        batches = [
-            self._embed_batch(items[start : start + self.batch_size]) for start in range(0, len(items), self.batch_size)
-        ]
+        client = self._sync_client()
+        batches = []
+        for batch in self._batches(items):
+            with self._failures():
+                response = client.embeddings.with_raw_response.create(**self._request(batch))
+            batches.append(self._vectors(response.content, batch))
         return np.concatenate(batches, axis=0)
 
-    def _embed_batch(self, batch: list[str]) -> Vectors:
-        payload = self._post({"model": self.model, "input": batch})
+    async def aembed(self, texts: Sequence[str]) -> Vectors:
+        """Embed ``texts`` on the asyncio client: :meth:`embed` for an async caller.
+
+        The event loop is never blocked (an unknown dimension is probed with an async
+        request too). Call :meth:`aclose` before the loop ends to close its connections.
+
+        Raises
+        ------
+        EmbeddingError
+            As :meth:`embed`.
+        """
+        items = as_text_list(texts)
+        if not items:
+            if self._dimension is None:
+                await self.aembed([_PROBE_TEXT])
+            return np.empty((0, self._known_dimension()), dtype=np.float32)
+        client = await self._async_client()
+        batches = []
+        for batch in self._batches(items):
+            with self._failures():
+                response = await client.embeddings.with_raw_response.create(**self._request(batch))
+            batches.append(self._vectors(response.content, batch))
+        return np.concatenate(batches, axis=0)
+
+    def close(self) -> None:
+        """Close the synchronous client's connections (a later call opens new ones)."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    async def aclose(self) -> None:
+        """Close the asyncio client of the running event loop."""
+        client = self._async_clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+
+    def _sync_client(self) -> openai.OpenAI:
+        with self._lock:
+            if self._client is None:
+                self._client = self._settings.sync_client()
+            return self._client
+
+    async def _async_client(self) -> openai.AsyncOpenAI:
+        loop = asyncio.get_running_loop()
+        client = self._async_clients.get(loop)
+        if client is None:
+            # Built in a worker thread: the first one imports openai and loads the CA
+            # bundle, seconds during which the event loop would otherwise stand still.
+            client = await asyncio.to_thread(self._settings.async_client)
+            client = self._async_clients.setdefault(loop, client)
+        return client
+
+    def _batches(self, items: list[str]) -> Iterator[list[str]]:
+        for start in range(0, len(items), self.batch_size):
+            yield items[start : start + self.batch_size]
+
+    def _request(self, batch: list[str]) -> dict[str, Any]:
+        # "float": the client would ask for base64, which local servers rarely speak.
+        return {"model": self.model, "input": batch, "encoding_format": "float"}
+
+    @contextlib.contextmanager
+    def _failures(self) -> Iterator[None]:
+        import openai
+
+        try:
+            yield
+        except openai.OpenAIError as exc:
+            raise EmbeddingError(
+                f"embedder {self.name!r}: POST {self.endpoint} failed: {self._settings.describe_failure(exc)}"
+            ) from exc
+
+    def _known_dimension(self) -> int:
+        if self._dimension is None:  # a successful call always sets it
+            raise EmbeddingError(f"embedder {self.name!r}: could not determine the dimension")
+        return self._dimension
+
+    def _vectors(self, body: bytes, batch: list[str]) -> Vectors:
+        try:
+            payload = json.loads(body)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise EmbeddingError(
+                f"embedder {self.name!r}: response from {self.endpoint} is not JSON: {self._settings.excerpt(body)}"
+            ) from exc
         rows = self._vectors_from(payload, len(batch))
         width = len(rows[0])
-        if self._dimension is None:
-            self._dimension = width
-        elif width != self._dimension:
+        with self._lock:
+            if self._dimension is None:
+                self._dimension = width
+        if width != self._dimension:
             raise EmbeddingError(
                 f"embedder {self.name!r} returned {width}-dimensional vectors, expected {self._dimension}"
             )
@@ -238,67 +281,5 @@ class OpenAIEmbedder:
             )
         return rows
 
-    def _post(self, body: dict[str, Any]) -> Any:
-        data = json.dumps(body).encode("utf-8")
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            "User-Agent": "pgmem",
-        }
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        attempt = 0
-        while True:
-            request = urllib.request.Request(self.endpoint, data=data, headers=headers)
-            try:
-                return self._attempt(request)
-            except _Retryable as failure:
-                if attempt >= self.max_retries:
-                    raise EmbeddingError(
-                        f"embedder {self.name!r}: {failure} (gave up after {attempt + 1} attempts)"
-                    ) from failure
-                time.sleep(self._delay(attempt, failure.retry_after))
-                attempt += 1
 
-    def _attempt(self, request: urllib.request.Request) -> Any:
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            try:
-                excerpt = self._excerpt(exc.read())
-            except (OSError, http.client.HTTPException):
-                excerpt = "(body unreadable)"
-            finally:
-                exc.close()
-            message = f"POST {self.endpoint} returned HTTP {exc.code}: {excerpt}"
-            if exc.code == 429 or 500 <= exc.code <= 599:
-                retry_after = _retry_after_seconds(exc.headers.get("Retry-After"))
-                raise _Retryable(message, retry_after) from exc
-            raise EmbeddingError(f"embedder {self.name!r}: {message}") from exc
-        except (OSError, http.client.HTTPException) as exc:
-            # URLError (refused, DNS), TimeoutError, ConnectionResetError and
-            # RemoteDisconnected all land here: transient by nature.
-            reason = getattr(exc, "reason", exc)
-            raise _Retryable(f"POST {self.endpoint} failed: {reason!r}") from exc
-        try:
-            return json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise EmbeddingError(
-                f"embedder {self.name!r}: response from {self.endpoint} is not JSON: {self._excerpt(raw)}"
-            ) from exc
-
-    def _excerpt(self, raw: bytes) -> str:
-        text = " ".join(raw.decode("utf-8", errors="replace").split())
-        if self._api_key:
-            # Some servers echo the credential they rejected.
-            text = text.replace(self._api_key, "[api key]")
-        if len(text) > BODY_EXCERPT_CHARS:
-            text = text[:BODY_EXCERPT_CHARS] + "..."
-        return text or "(empty body)"
-
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return retry_after
-        # Jitter spreads out clients that failed together, so they do not retry in step.
-        return min(MAX_BACKOFF, self.backoff * 2.0**attempt) * random.uniform(0.5, 1.0)
+register_embedder("openai", lambda model: OpenAIEmbedder(model or DEFAULT_MODEL), option="<model>")

@@ -114,13 +114,18 @@ class EvalCorpus:
 # -- shared helpers ---------------------------------------------------------------------
 
 
-def _read_json(path: Path) -> Any:
+def read_utf8(path: Path) -> str:
+    """The file's text; InputError naming the file when it cannot be read or is not UTF-8."""
     try:
-        text = path.read_bytes().decode("utf-8")
+        return path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _read_json(path: Path) -> Any:
+    text = read_utf8(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -486,7 +491,8 @@ def load_jsonl(path: Path) -> EvalCorpus:
         0 and the text's length), ``source_ts`` (ISO 8601 with offset), ``role`` and
         ``metadata``. A question is ``{"type": "question", "id", "question", "gold"}``
         with optional ``namespace``, ``answers``, ``category`` (default ``"default"``)
-        and ``adversarial``. See docs/eval_data.md.
+        and ``adversarial``. See docs/eval_data.md. A file whose first record is a
+        LongMemEval question record is read by :func:`pgmem.eval.longmemeval.load_longmemeval`.
 
     Returns
     -------
@@ -500,12 +506,7 @@ def load_jsonl(path: Path) -> EvalCorpus:
         field, an invalid span, a note id repeated in its namespace, a question id
         repeated, a gold id that is no note of the question's namespace, or no question.
     """
-    try:
-        lines = path.read_bytes().decode("utf-8").split("\n")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    lines = read_utf8(path).split("\n")
     spans: dict[str, list[Span]] = {}
     note_ids: dict[str, set[str]] = {}
     questions: list[tuple[str, EvalQuestion]] = []
@@ -518,6 +519,8 @@ def load_jsonl(path: Path) -> EvalCorpus:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        if not spans and not questions and _is_longmemeval(record):
+            return _load_longmemeval(path)
         kind = _get(record, "type", str, where)
         allowed = {"note": _NOTE_FIELDS, "question": _QUESTION_FIELDS}.get(kind)
         if allowed is None:
@@ -560,6 +563,19 @@ def load_jsonl(path: Path) -> EvalCorpus:
 # -- dispatch ---------------------------------------------------------------------------
 
 
+# pgmem.eval.longmemeval builds on this module's EvalCorpus: imported when first needed.
+def _is_longmemeval(record: object) -> bool:
+    from pgmem.eval.longmemeval import is_longmemeval_record
+
+    return isinstance(record, Mapping) and "type" not in record and is_longmemeval_record(record)
+
+
+def _load_longmemeval(path: Path) -> EvalCorpus:
+    from pgmem.eval.longmemeval import load_longmemeval
+
+    return load_longmemeval(path)
+
+
 def load_dataset(name_or_path: str, data_dir: Path) -> EvalCorpus:
     """A corpus by dataset name, or from a generic JSON Lines file.
 
@@ -567,7 +583,8 @@ def load_dataset(name_or_path: str, data_dir: Path) -> EvalCorpus:
     ----------
     name_or_path : str
         ``"locomo"``, ``"multihop"`` or ``"hotpotqa"`` (files under ``data_dir``, see
-        :data:`DATASETS`), or the path of a ``.jsonl`` file (:func:`load_jsonl`).
+        :data:`DATASETS`), the path of a ``.jsonl`` file (:func:`load_jsonl`), or of a
+        LongMemEval ``.json`` file (:func:`pgmem.eval.longmemeval.load_longmemeval`).
     data_dir : Path
         The shared data folder (``locomo/``, ``multihop_rag_sample/``,
         ``hotpotqa_dev_sample/``).
@@ -578,9 +595,12 @@ def load_dataset(name_or_path: str, data_dir: Path) -> EvalCorpus:
     """
     if name_or_path.endswith(".jsonl"):
         return load_jsonl(Path(name_or_path))
+    if name_or_path.endswith(".json"):
+        return _load_longmemeval(Path(name_or_path))
     if name_or_path not in DATASETS:
         raise ConfigurationError(
-            f"dataset must be one of {', '.join(map(repr, DATASETS))} or a .jsonl path, got {name_or_path!r}"
+            f"dataset must be one of {', '.join(map(repr, DATASETS))}, a .jsonl or a LongMemEval .json path,"
+            f" got {name_or_path!r}"
         )
     paths = [data_dir / relative for relative in DATASETS[name_or_path]]
     for file in paths:

@@ -64,6 +64,11 @@ class QuestionResult:
         text by :func:`normalise_answer`.
     latency_ms : mapping of str to float
         Wall time per stage, e.g. ``{"stage_one": 5.1, "calibrate_and_pack": 0.4}``.
+    gold_documents : tuple of str
+        The documents (sessions, articles) of the gold evidence; empty when unknown.
+    packed_documents : tuple of str
+        The document of each packed note, in pack order (same length as ``packed``, or
+        empty when unknown). The session-level metrics read these two.
     """
 
     question_id: str
@@ -73,6 +78,8 @@ class QuestionResult:
     packed_texts: tuple[str, ...]
     answers: tuple[str, ...]
     latency_ms: Mapping[str, float] = field(default_factory=dict)
+    gold_documents: tuple[str, ...] = ()
+    packed_documents: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,9 @@ class Summary:
     latency_ms : mapping of str to mapping of str to float
         Per stage, the ``p50`` and ``p95`` of the latencies reported for that stage
         (linear interpolation between order statistics).
+    published : mapping of str to float
+        The metrics other memory tools publish (:data:`PUBLISHED_METRICS`), in percent:
+        easier than ours, reported so figures can be compared with theirs.
     """
 
     n: int
@@ -104,6 +114,7 @@ class Summary:
     answer_containment: float
     by_category: Mapping[str, Summary] = field(default_factory=dict)
     latency_ms: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    published: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -236,6 +247,88 @@ def answer_containment(result: QuestionResult) -> float | None:
     return 1.0 if any(f" {answer} " in passage for answer in answers) else 0.0
 
 
+# -- the metrics other memory tools publish ---------------------------------------------
+
+
+def _first_distinct(items: Sequence[str], k: int) -> list[str]:
+    """The first ``k`` distinct items, in order."""
+    seen: list[str] = []
+    for item in items:
+        if item not in seen:
+            seen.append(item)
+            if len(seen) == k:
+                break
+    return seen
+
+
+def session_any_hit(result: QuestionResult, k: int = 5) -> float | None:
+    """Whether a gold document (session) is among the first ``k`` distinct packed documents.
+
+    The metric behind figures such as "94 % on LoCoMo" that memory tools publish: one
+    gold *session* anywhere in the top five sessions counts as a hit, however many gold
+    turns the question needs and whether any of them was retrieved.
+
+    Returns
+    -------
+    float or None
+        1.0 or 0.0; ``None`` when the question's gold documents are unknown.
+    """
+    gold = set(result.gold_documents)
+    if not gold:
+        return None
+    return 1.0 if gold & set(_first_distinct(result.packed_documents, k)) else 0.0
+
+
+def recall_any(result: QuestionResult, k: int) -> float | None:
+    """LongMemEval's ``recall_any@k`` at turn level: a gold id among the first ``k`` packed ids."""
+    gold = set(result.gold)
+    if not gold:
+        return None
+    return 1.0 if gold & set(_first_distinct(result.packed, k)) else 0.0
+
+
+def recall_all(result: QuestionResult, k: int) -> float | None:
+    """LongMemEval's ``recall_all@k`` at turn level: every gold id among the first ``k`` packed ids."""
+    gold = set(result.gold)
+    if not gold:
+        return None
+    return 1.0 if gold <= set(_first_distinct(result.packed, k)) else 0.0
+
+
+def _dcg(relevances: Sequence[float]) -> float:
+    # LongMemEval's DCG: the first two ranks both weigh 1, rank i >= 2 weighs 1 / log2(i).
+    if not relevances:
+        return 0.0
+    return float(relevances[0]) + sum(r / math.log2(i) for i, r in enumerate(relevances[1:], start=2))
+
+
+def ndcg_any(result: QuestionResult, k: int) -> float | None:
+    """LongMemEval's ``ndcg_any@k`` at turn level: binary-relevance NDCG of the first ``k`` packed ids.
+
+    The ideal ranking puts ``min(len(gold), k)`` gold ids first, as LongMemEval's does
+    over the whole haystack.
+    """
+    gold = set(result.gold)
+    if not gold:
+        return None
+    ranked = _first_distinct(result.packed, k)
+    ideal = _dcg([1.0] * min(len(gold), k))
+    return _dcg([1.0 if item in gold else 0.0 for item in ranked]) / ideal
+
+
+#: Name → metric of what other tools publish (LongMemEval reports k = 5 and 10; a pack of
+#: 8 makes @10 the whole pack).
+PUBLISHED_METRICS: dict[str, Callable[[QuestionResult], float | None]] = {
+    "session_any@5": session_any_hit,
+    "recall_any@5": lambda r: recall_any(r, 5),
+    "recall_all@5": lambda r: recall_all(r, 5),
+    "ndcg_any@5": lambda r: ndcg_any(r, 5),
+    "recall_any@10": lambda r: recall_any(r, 10),
+    "recall_all@10": lambda r: recall_all(r, 10),
+    "ndcg_any@10": lambda r: ndcg_any(r, 10),
+}
+
+
 def summarise(results: Sequence[QuestionResult]) -> Summary:
     """Summarise one system over a question set, overall and per category.
 
@@ -263,6 +356,7 @@ def summarise(results: Sequence[QuestionResult]) -> Summary:
         answer_containment=overall.answer_containment,
         by_category=by_category,
         latency_ms=overall.latency_ms,
+        published=overall.published,
     )
 
 
@@ -278,6 +372,7 @@ def _summarise_flat(results: Sequence[QuestionResult]) -> Summary:
         full_support=_mean_percent(full_support(result) for result in results),
         answer_containment=_mean_percent(answer_containment(result) for result in results),
         latency_ms={stage: _percentiles(stages[stage]) for stage in sorted(stages)},
+        published={name: _mean_percent(map(metric, results)) for name, metric in PUBLISHED_METRICS.items()},
     )
 
 

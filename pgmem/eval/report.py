@@ -13,6 +13,7 @@ from typing import Any
 
 from pgmem.eval.datasets import EvalCorpus
 from pgmem.eval.metrics import (
+    PUBLISHED_METRICS,
     Difference,
     QuestionResult,
     Summary,
@@ -150,6 +151,24 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines.append("|---|" + "---|" * len(categories))
         for system, s in report["systems"].items():
             cells = [_number(s["by_category"].get(c, {}).get("recall", math.nan)) for c in categories]
+            lines.append(f"| {system} | " + " | ".join(cells) + " |")
+    reported = {name for s in report["systems"].values() for name in s.get("published", {})}
+    published = [name for name in PUBLISHED_METRICS if name in reported]
+    if published:
+        lines += [
+            "",
+            "## The metrics other memory tools publish",
+            "",
+            "Easier than recall above, shown so figures can be set next to published ones:"
+            " `session_any@5` counts a hit when one gold session (document) is among the pack's first five"
+            " distinct sessions; `recall_any@k`, `recall_all@k` and `ndcg_any@k` are LongMemEval's turn-level"
+            " metrics over the pack's first k notes (a pack of 8 makes @10 the whole pack).",
+            "",
+            "| system | " + " | ".join(published) + " |",
+            "|---|" + "---|" * len(published),
+        ]
+        for system, s in report["systems"].items():
+            cells = [_number(s.get("published", {}).get(name, math.nan)) for name in published]
             lines.append(f"| {system} | " + " | ".join(cells) + " |")
     lines += [
         "",

@@ -143,7 +143,9 @@ def baseline_pack(pool: Pool, system: str, budget: int) -> list[Candidate]:
     raise ConfigurationError(f"system {system!r} is not a baseline; baselines are {', '.join(BASELINES)}")
 
 
-def _result(question: EvalQuestion, packed: Sequence[Any], latency: dict[str, float]) -> QuestionResult:
+def _result(
+    question: EvalQuestion, packed: Sequence[Any], latency: dict[str, float], gold_documents: tuple[str, ...] = ()
+) -> QuestionResult:
     return QuestionResult(
         question_id=question.id,
         category=question.category,
@@ -152,7 +154,20 @@ def _result(question: EvalQuestion, packed: Sequence[Any], latency: dict[str, fl
         packed_texts=tuple(item.text for item in packed),
         answers=question.answers,
         latency_ms=latency,
+        gold_documents=gold_documents,
+        packed_documents=tuple(item.document_id for item in packed),
     )
+
+
+def gold_documents(corpus: EvalCorpus) -> dict[str, tuple[str, ...]]:
+    """Question id → the distinct documents (sessions, articles) of its gold evidence."""
+    documents = {
+        (namespace, span.external_id): span.document_id for namespace, spans in corpus.spans.items() for span in spans
+    }
+    return {
+        q.id: tuple(dict.fromkeys(documents[q.namespace, g] for g in q.gold if (q.namespace, g) in documents))
+        for q in corpus.questions
+    }
 
 
 def fold_of(question_id: str, folds: int, seed: int = 0) -> int:
@@ -184,6 +199,7 @@ class _Session:
         self.packing = config.pack_params()
         vectors = embed_unique(embedder, [q.question for q in corpus.questions])
         self.vectors = {q.id: vector for q, vector in zip(corpus.questions, vectors, strict=True)}
+        self.gold_documents = gold_documents(corpus)
 
     def namespace(self, question: EvalQuestion) -> str:
         return self.config.namespace_prefix + question.namespace
@@ -239,7 +255,7 @@ class _Session:
             else:
                 packed = baseline_pack(pool, system, self.packing.budget)
             latency = {"stage_one": stage_one_ms, "rank": (time.perf_counter() - tick) * 1000}
-            results[system] = _result(question, packed, latency)
+            results[system] = _result(question, packed, latency, self.gold_documents[question.id])
         return results
 
 

@@ -1,8 +1,11 @@
 """Deterministic greedy rank-and-pack (DESIGN §3.3).
 
-Candidates are ranked once by ``final = b_norm + reg_family`` (ties by note id) and
-scanned once in that order; each is accepted or rejected with a named reason. Pure
-Python and numpy over at most a few hundred rows: no I/O, no database imports.
+Candidates are ranked by ``final = b_norm + reg_family`` (ties by note id); each next
+pick is either the remaining candidate with the best overlap-decayed score given what is
+already packed (``order="decayed"``, MMR-like) or simply the next in that ranking
+(``order="final"``, the seed's single scan). Each pick is accepted or rejected with a
+named reason. Pure Python and numpy over at most a few hundred rows: no I/O, no database
+imports.
 """
 
 from __future__ import annotations
@@ -91,15 +94,18 @@ def rank_and_pack(
     """Rank the pool's candidates and pack the evidence budget greedily.
 
     Each candidate gets ``b_norm = (b - mean_b) / sqrt(var_b + eps)`` and
-    ``final = b_norm + reg_family``. Candidates are scanned once by ``final``
-    descending, ties by ``note_id`` ascending. For each, ``max_overlap`` against the
-    notes already selected gives ``decayed = final - overlap_decay * max_overlap``; the
-    first rule that refuses it names the rejection: ``overlap`` (max_overlap above
+    ``final = b_norm + reg_family``; its ``max_overlap`` against the notes already
+    selected gives ``decayed = final - overlap_decay * max_overlap``. The scan order is
+    ``final`` descending, ties by ``note_id`` ascending. With ``params.order ==
+    "final"`` candidates are picked in that order; with ``"decayed"`` each pick is the
+    remaining candidate with the largest ``decayed`` (ties: the scan order), so a note
+    repeating a packed one waits behind a fresh one. For each pick, the first rule that
+    refuses it names the rejection: ``overlap`` (max_overlap above
     ``overlap_hard_threshold``), ``below_minimum`` (decayed below
     ``minimum_effective_score``), ``role_quota``, ``family_cap``, ``token_budget`` (its
     tokens exceed what remains; the scan goes on, a shorter note may fit). The scan
     stops when ``budget`` notes are selected, the token budget is used up exactly, or
-    the candidates run out; candidates not scanned are neither packed nor rejected.
+    the candidates run out; candidates never picked are neither packed nor rejected.
 
     Parameters
     ----------
@@ -116,7 +122,7 @@ def rank_and_pack(
     -------
     PackResult
         The packed items (``rank`` 1-based in selection order) and the rejections in
-        scan order.
+        pick order.
 
     Raises
     ------
@@ -141,32 +147,29 @@ def rank_and_pack(
     normalized_scores: list[float] = normalized.tolist()
     final_scores: list[float] = final.tolist()
     order = sorted(range(len(candidates)), key=lambda i: (-final_scores[i], candidates[i].note_id))
+    overlaps = _Overlaps(candidates)
 
-    words: dict[int, frozenset[str]] = {}
-
-    def words_of(index: int) -> frozenset[str]:
-        if index not in words:
-            words[index] = _words(candidates[index].text)
-        return words[index]
-
-    selected: list[int] = []
     items: list[PackItem] = []
     rejections: list[Rejection] = []
     per_role: Counter[str] = Counter()
     per_family: Counter[str] = Counter()
     tokens_left = params.token_budget
-    for index in order:
+    remaining = order
+    while remaining:
         if len(items) >= params.budget or tokens_left == 0:
             break
+        if params.order == "decayed":
+            # The remaining candidate with the best decayed score given what is packed
+            # (ties: the better final score, then the note id — the scan order).
+            position = max(
+                range(len(remaining)),
+                key=lambda p: (final_scores[remaining[p]] - params.overlap_decay * overlaps.largest(remaining[p]), -p),
+            )
+        else:
+            position = 0
+        index = remaining.pop(position)
         candidate = candidates[index]
-        max_overlap, overlaps_with = 0.0, None
-        for other in selected:
-            if candidate.document_id == candidates[other].document_id:
-                overlap = _span_overlap(candidate, candidates[other])
-            else:
-                overlap = _jaccard(words_of(index), words_of(other))
-            if overlap > max_overlap:
-                max_overlap, overlaps_with = overlap, candidates[other].note_id
+        max_overlap, overlaps_with = overlaps.largest(index), overlaps.with_note(index)
         decayed = final_scores[index] - params.overlap_decay * max_overlap
         tokens = 0
         reason: str | None = None
@@ -198,7 +201,7 @@ def rank_and_pack(
                 )
             )
             continue
-        selected.append(index)
+        overlaps.select(index)
         per_role[candidate.role] += 1
         per_family[candidate.family] += 1
         if tokens_left is not None:
@@ -230,6 +233,50 @@ def rank_and_pack(
             )
         )
     return PackResult(tuple(items), tuple(rejections))
+
+
+class _Overlaps:
+    """Each candidate's largest overlap with the notes selected so far, and with which.
+
+    Updated once per selection; a candidate's overlaps are computed only when asked for,
+    so the scan order never reads words of candidates it does not reach.
+    """
+
+    def __init__(self, candidates: tuple[Candidate, ...]) -> None:
+        self.candidates = candidates
+        self.selected: list[int] = []
+        self.seen: dict[int, int] = {}  # candidate -> how many selections it was compared with
+        self.best: dict[int, tuple[float, str | None]] = {}
+        self.words: dict[int, frozenset[str]] = {}
+
+    def select(self, index: int) -> None:
+        self.selected.append(index)
+
+    def _words_of(self, index: int) -> frozenset[str]:
+        if index not in self.words:
+            self.words[index] = _words(self.candidates[index].text)
+        return self.words[index]
+
+    def _update(self, index: int) -> tuple[float, str | None]:
+        best = self.best.get(index, (0.0, None))
+        candidate = self.candidates[index]
+        for other in self.selected[self.seen.get(index, 0) :]:
+            chosen = self.candidates[other]
+            if candidate.document_id == chosen.document_id:
+                overlap = _span_overlap(candidate, chosen)
+            else:
+                overlap = _jaccard(self._words_of(index), self._words_of(other))
+            if overlap > best[0]:
+                best = (overlap, chosen.note_id)
+        self.seen[index] = len(self.selected)
+        self.best[index] = best
+        return best
+
+    def largest(self, index: int) -> float:
+        return self._update(index)[0]
+
+    def with_note(self, index: int) -> str | None:
+        return self._update(index)[1]
 
 
 def _words(text: str) -> frozenset[str]:

@@ -119,7 +119,7 @@ DECLARE
     v_average_length double precision;
     v_entity_hints text[] := (SELECT coalesce(array_agg(DISTINCT lower(h)), '{}') FROM unnest(entity_hints) AS h);
     -- Which notes may be candidates: the namespace's model, the caller's roles and
-    -- metadata filter (compiled from its allowlisted tree; it reads its values from $1).
+    -- metadata filter (compiled from its allowlisted tree; it reads its values from $2).
     v_row_filter text;
     v_candidates uuid[];
     v_cosines double precision[];
@@ -174,71 +174,72 @@ BEGIN
     -- only dynamic statement: its SQL depends on the model (the index is partial on it,
     -- over a dimension-typed expression) and on the filter's shape. It is planned with
     -- its values, as before, so the planner's choice between HNSW and an exact scan (and
-    -- so the candidates) stays what it was. Its values are named fields of one jsonb, $1.
+    -- so the candidates) stays what it was. $1 is the namespace (the distribution key:
+    -- Citus routes on namespace = $1); every other value is a named field of one jsonb, $2.
     v_row_filter := format(
-        'n.model_id = %s AND (($1 ->> ''roles'') IS NULL OR n.role = ANY (($1 ->> ''roles'')::text[])) AND (%s)',
+        'n.model_id = %s AND (($2 ->> ''roles'') IS NULL OR n.role = ANY (($2 ->> ''roles'')::text[])) AND (%s)',
         v_model.model_id,
-        CASE WHEN filter IS NULL THEN 'true' ELSE pgmem.compile_filter_v1(filter, '$1', ARRAY['filter']) END);
+        CASE WHEN filter IS NULL THEN 'true' ELSE pgmem.compile_filter_v1(filter, '$2', ARRAY['filter']) END);
     EXECUTE format($candidates$
     WITH
     lexical AS (
         SELECT n.note_id
         FROM pgmem.notes AS n
-        CROSS JOIN LATERAL pgmem.bm25_v1(n.lexemes, n.lexeme_count, ($1 ->> 'terms')::text[],
-                                         ($1 ->> 'idf')::float8[], ($1 ->> 'bm25_k1')::float8,
-                                         ($1 ->> 'bm25_b')::float8, ($1 ->> 'average_length')::float8) AS score
-        WHERE ($1 ->> 'k_lex')::integer > 0 AND n.namespace = $1 ->> 'namespace'
-          AND n.lexemes @@ ($1 ->> 'screen')::tsquery AND %1$s
+        CROSS JOIN LATERAL pgmem.bm25_v1(n.lexemes, n.lexeme_count, ($2 ->> 'terms')::text[],
+                                         ($2 ->> 'idf')::float8[], ($2 ->> 'bm25_k1')::float8,
+                                         ($2 ->> 'bm25_b')::float8, ($2 ->> 'average_length')::float8) AS score
+        WHERE ($2 ->> 'k_lex')::integer > 0 AND n.namespace = $1
+          AND n.lexemes @@ ($2 ->> 'screen')::tsquery AND %1$s
         ORDER BY score.bm25 DESC, n.note_id
-        LIMIT ($1 ->> 'k_lex')::integer
+        LIMIT ($2 ->> 'k_lex')::integer
     ),
     dense AS MATERIALIZED (
         SELECT n.note_id
         FROM pgmem.notes AS n
-        WHERE n.namespace = $1 ->> 'namespace' AND %1$s
-        ORDER BY n.embedding::%2$s <=> ($1 ->> 'query_embedding')::%2$s
-        LIMIT ($1 ->> 'k_dense')::integer
+        WHERE n.namespace = $1 AND %1$s
+        ORDER BY n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s
+        LIMIT ($2 ->> 'k_dense')::integer
     ),
     -- The best few dense and lexical candidates bring their neighbours along: the
     -- previous and next span of their document, and the notes they link to.
     seeds AS (
-        (SELECT d.note_id FROM dense AS d LIMIT ($1 ->> 'neighbour_seeds')::integer)
+        (SELECT d.note_id FROM dense AS d LIMIT ($2 ->> 'neighbour_seeds')::integer)
         UNION
-        (SELECT l.note_id FROM lexical AS l LIMIT ($1 ->> 'neighbour_seeds')::integer)
+        (SELECT l.note_id FROM lexical AS l LIMIT ($2 ->> 'neighbour_seeds')::integer)
     ),
     neighbours AS MATERIALIZED (
         SELECT nb.note_id
         FROM seeds AS sd
-        JOIN pgmem.notes AS s ON s.namespace = $1 ->> 'namespace' AND s.note_id = sd.note_id
+        JOIN pgmem.notes AS s ON s.namespace = $1 AND s.note_id = sd.note_id
         CROSS JOIN LATERAL (
             -- Neighbours pass the same model, role and metadata filters as every candidate.
             (SELECT n.note_id FROM pgmem.notes AS n
-             WHERE n.namespace = $1 ->> 'namespace' AND n.document_id = s.document_id
+             WHERE n.namespace = $1 AND n.document_id = s.document_id
                AND n.span_start < s.span_start AND %1$s
              ORDER BY n.span_start DESC LIMIT 1)
             UNION ALL
             (SELECT n.note_id FROM pgmem.notes AS n
-             WHERE n.namespace = $1 ->> 'namespace' AND n.document_id = s.document_id
+             WHERE n.namespace = $1 AND n.document_id = s.document_id
                AND n.span_start > s.span_start AND %1$s
              ORDER BY n.span_start LIMIT 1)
             UNION ALL
             (SELECT n.note_id FROM unnest(s.links) AS l (target)
-             JOIN pgmem.notes AS n ON n.namespace = $1 ->> 'namespace' AND n.note_id = l.target
+             JOIN pgmem.notes AS n ON n.namespace = $1 AND n.note_id = l.target
              WHERE %1$s)
         ) AS nb
-        WHERE ($1 ->> 'neighbour_seeds')::integer > 0
+        WHERE ($2 ->> 'neighbour_seeds')::integer > 0
     )
     -- Each candidate once, fetched by key, with its cosine in the index's own type.
-    SELECT array_agg(n.note_id), array_agg(1 - (n.embedding::%2$s <=> ($1 ->> 'query_embedding')::%2$s))
+    SELECT array_agg(n.note_id), array_agg(1 - (n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s))
     FROM pgmem.notes AS n
-    WHERE n.namespace = $1 ->> 'namespace'
+    WHERE n.namespace = $1
       AND n.note_id = ANY (ARRAY(SELECT d.note_id FROM dense AS d
                                  UNION SELECT l.note_id FROM lexical AS l
                                  UNION SELECT nb.note_id FROM neighbours AS nb))
     $candidates$, v_row_filter, v_vector_type)
     INTO v_candidates, v_cosines
-    USING jsonb_build_object(
-        'namespace', p_namespace, 'query_embedding', p_query_embedding::text,
+    USING p_namespace, jsonb_build_object(
+        'query_embedding', p_query_embedding::text,
         'k_dense', k_dense, 'k_lex', k_lex, 'neighbour_seeds', neighbour_seeds,
         'roles', roles::text, 'filter', filter, 'screen', v_screen::text,
         'terms', v_terms::text, 'idf', v_idf::text, 'bm25_k1', bm25_k1::text, 'bm25_b', bm25_b::text,
