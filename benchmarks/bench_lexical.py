@@ -15,9 +15,7 @@ latency of both.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import random
 import statistics
 import tempfile
 import time
@@ -25,36 +23,14 @@ from pathlib import Path
 
 import pgmem
 from pgmem.embeddings import HashingEmbedder
+from pgmem.eval.bench import real_sentences, recombined
 from pgmem.retrieval.stage_one import Hints, run_stage_one, stage_one_arguments
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
-def real_sentences(data: Path) -> tuple[list[str], list[str]]:
-    sentences: list[str] = []
-    questions: list[str] = []
-    for conversation in json.loads((data / "locomo" / "locomo_dev5.json").read_text(encoding="utf-8")):
-        turns = conversation["conversation"]
-        session = 1
-        while f"session_{session}" in turns:
-            sentences += [turn["text"] for turn in turns[f"session_{session}"]]
-            session += 1
-        questions += [qa["question"] for qa in conversation["qa"] if qa.get("category") != 5]
-    for item in json.loads((data / "hotpotqa_dev_sample" / "hotpot_dev_distractor_v1_100.json").read_text()):
-        for _title, paragraph in item["context"]:
-            sentences += [s.strip() for s in paragraph if s.strip()]
-    truth = json.loads((data / "multihop_rag_sample" / "ground_truth.json").read_text(encoding="utf-8"))
-    sentences += sorted({e["fact"] for v in truth.values() for e in v["evidence_list"]})
-    return sentences, questions
-
-
-def synthetic(sentences: list[str], count: int, seed: int = 7) -> list[str]:
-    rng = random.Random(seed)
-    out = []
-    for _ in range(count):
-        a, b = rng.choice(sentences).split(), rng.choice(sentences).split()
-        out.append(" ".join(a[: max(1, len(a) // 2)] + b[len(b) // 2 :]))
-    return out
+# The store's text and the questions: shared with `pgmem bench`.
+synthetic = recombined
 
 
 def main() -> None:

@@ -235,6 +235,12 @@ def _add_mcp_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p_mcp.add_argument("--log-packs", action="store_true", help="persist every pack to pgmem.pack_log (pack_id)")
 
 
+def _cmd_bench(args: argparse.Namespace, console: Console) -> int:
+    from pgmem.eval.bench import bench_command
+
+    return bench_command(args, console, connect=_connection)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pgmem", description="Memory for LLM agents inside PostgreSQL.")
     common = argparse.ArgumentParser(add_help=False)
@@ -339,6 +345,18 @@ def build_parser() -> argparse.ArgumentParser:
     p_growth.add_argument("--seed", type=int, default=0, help="seed of the distractors")
     p_growth.add_argument("--scale-json", help="benchmarks/bench_scale.py output to overlay on the latency plot")
     _add_mcp_parser(sub, common)
+
+    p_bench = sub.add_parser(
+        "bench", parents=[common], help="pack latency per stage, ingest speed, index sizes as a namespace grows"
+    )
+    p_bench.add_argument("--notes", default="10000", help="store sizes to measure at, comma-separated (default 10000)")
+    p_bench.add_argument("--questions", type=int, default=200, help="LoCoMo questions timed at each size")
+    p_bench.add_argument("--namespace", default="bench", help="the namespace grown (reused when it exists)")
+    p_bench.add_argument("--batch", type=int, default=5000, help="spans per ingest() call")
+    p_bench.add_argument("--reindex", action="store_true", help="also time rebuilding the HNSW and GIN indexes")
+    p_bench.add_argument("--plot", action="store_true", help="write bench.png (needs the 'eval' extra)")
+    p_bench.add_argument("--data-dir", default="../shared/data", help="folder of the shared datasets")
+    p_bench.add_argument("--out", default="eval-out/bench", help="folder for bench.json (and bench.png)")
     return parser
 
 
@@ -351,6 +369,7 @@ COMMANDS = {
     "eval-growth": _cmd_growth,
     "eval-compaction": _cmd_eval_compaction,
     "mcp": _cmd_mcp,
+    "bench": _cmd_bench,
 }
 
 

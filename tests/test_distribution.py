@@ -167,3 +167,30 @@ def test_the_routing_check_sees_a_missing_predicate() -> None:
         "SELECT * FROM pgmem.notes AS n JOIN pgmem.lexeme_stats AS s ON s.lexeme = n.text WHERE n.namespace = $1"
     )
     assert seen == ["notes", "lexeme_stats"] and unrouted == ["lexeme_stats AS s"]
+
+
+def test_every_table_stage_one_reads_since_0008_is_restricted_to_its_namespace() -> None:
+    """Migration 0008's stage_one_v1: the candidate search and the static statements around it."""
+    text = (ROOT / "sql" / "migrations" / "0008_stage_one_speed.sql").read_text()
+    start = text.index("CREATE OR REPLACE FUNCTION pgmem.stage_one_v1(")
+    body = text[start : text.index("$function$;", start)]
+    match = re.search(r"EXECUTE format\(\$candidates\$(.*?)\$candidates\$", body, flags=re.DOTALL)
+    assert match is not None
+    # format() arguments: %1$s the row filter (model, roles, compiled filter), %2$s the vector type.
+    candidates = match.group(1).replace("%1$s", "TRUE").replace("%2$s", "vector")
+    assert not re.search(r"%\d\$", candidates)
+    seen, unrouted = _unrouted_tables(candidates)
+    assert set(seen) == {"notes"} and len(seen) >= 5 and unrouted == []
+    # The static statements name the namespace by the function's argument p_namespace.
+    static = [
+        body[body.index("    SELECT coalesce(array_agg(t.lexeme") : body.index("INTO v_terms, v_idf, v_screen")]
+        + body[body.index("    FROM (SELECT s.lexeme,") : body.index(") AS t;") + len(") AS t")],
+        body[
+            body.index("    RETURN QUERY\n") + len("    RETURN QUERY\n") : body.index(
+                "ORDER BY a.base_score DESC, a.note_id;"
+            )
+        ],
+    ]
+    for statement in static:
+        seen, unrouted = _unrouted_tables(re.sub(r"\bp_namespace\b", "$1", statement))
+        assert seen and unrouted == []

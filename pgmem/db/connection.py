@@ -17,6 +17,9 @@ from pgmem.errors import ConfigurationError, DatabaseError
 from pgmem.validate import check_namespace
 
 EMBEDDED_DATABASE = "pgmem"
+#: The file in the embedded server's data folder that holds pgmem's sizing of it.
+SETTINGS_FILE = "pgmem.conf"
+_MB = 1024 * 1024
 
 _servers: dict[Path, Any] = {}
 _servers_lock = threading.Lock()
@@ -54,12 +57,80 @@ def embedded_server(home: Path | None = None) -> Any:
                 " (or pass a DSN to pgmem.connect)"
             ) from exc
         home.mkdir(parents=True, exist_ok=True)
+        pgdata = home / "pgdata"
+        fresh = not (pgdata / "PG_VERSION").exists()
+        if not fresh:
+            write_server_settings(pgdata)  # read when the server starts below
         try:
-            server = get_server(home / "pgdata", cleanup_mode="stop")
+            server = get_server(pgdata, cleanup_mode="stop")
+            if fresh:
+                # initdb ran inside get_server, and the server started with PostgreSQL's
+                # defaults: size it and restart it once (shared_buffers needs a restart).
+                from pgserver._commands import pg_ctl  # type: ignore[attr-defined]  # made at import
+
+                write_server_settings(pgdata)
+                pg_ctl(["-w", "restart", "-m", "fast"], pgdata=pgdata, user=server.system_user)
         except Exception as exc:  # pgserver raises bare subprocess/OS errors
-            raise DatabaseError(f"could not start the embedded PostgreSQL in {home / 'pgdata'}: {exc}") from exc
+            raise DatabaseError(f"could not start the embedded PostgreSQL in {pgdata}: {exc}") from exc
         _servers[home] = server
         return server
+
+
+def machine_memory() -> int:
+    """Physical memory of this machine in bytes (0 when the platform does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):  # not POSIX
+        return 0
+
+
+def server_settings(memory: int | None = None, cores: int | None = None) -> dict[str, str]:
+    """The embedded server's settings, sized from the machine (``memory`` bytes, ``cores``).
+
+    Only settings that leave every plan, and so every result, as it was: memory for
+    caching and index builds, no JIT (compiling a stage-one statement costs more than
+    running it), parallel index builds. Planner cost settings keep PostgreSQL's defaults.
+    """
+    memory = machine_memory() if memory is None else memory
+    cores = (os.cpu_count() or 1) if cores is None else cores
+    memory_mb = memory // _MB or 1024  # unknown: size for 1 GiB
+
+    def clamp(value: int, low: int, high: int) -> str:
+        return f"{min(max(value, low), high)}MB"
+
+    return {
+        # An eighth of memory (PostgreSQL's own advice is a quarter on a dedicated server;
+        # an embedded one shares the machine): the HNSW graph of a 1M-note namespace at
+        # 384 dimensions is about 2 GB.
+        "shared_buffers": clamp(memory_mb // 8, 128, 8192),
+        # HNSW builds are much faster when the graph fits in maintenance_work_mem.
+        "maintenance_work_mem": clamp(memory_mb // 16, 64, 2048),
+        "max_parallel_maintenance_workers": str(max(cores - 1, 1)),
+        "jit": "off",
+    }
+
+
+def write_server_settings(pgdata: Path) -> None:
+    """Write :func:`server_settings` to ``pgdata``/pgmem.conf, included by postgresql.conf.
+
+    Read when the server starts. ``ALTER SYSTEM SET ...`` (postgresql.auto.conf, read
+    after postgresql.conf) overrides any of them; delete the include line to drop them all.
+    """
+    lines = [
+        "# Written by pgmem at every start of the embedded server: settings sized from the machine.",
+        "# Override any of them with ALTER SYSTEM SET name = value (postgresql.auto.conf wins).",
+        *(f"{name} = '{value}'" for name, value in server_settings().items()),
+    ]
+    main_conf = pgdata / "postgresql.conf"
+    settings = pgdata / SETTINGS_FILE
+    settings.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    owner = main_conf.stat()
+    if hasattr(os, "chown") and os.geteuid() == 0:  # pgserver runs the server as its own user
+        os.chown(settings, owner.st_uid, owner.st_gid)
+    include = f"include_if_exists = '{SETTINGS_FILE}'"
+    text = main_conf.read_text(encoding="utf-8")
+    if include not in text:
+        main_conf.write_text(text.rstrip("\n") + f"\n\n# pgmem: the server's sizing\n{include}\n", encoding="utf-8")
 
 
 def embedded_dsn(home: Path | None = None, database: str = EMBEDDED_DATABASE) -> str:

@@ -1,0 +1,137 @@
+"""Stage one before and after migration 0008, interleaved on one store (a benchmark).
+
+Installs the stage-one function as it was before migration 0008 (as migration 0001
+defined it, frozen in sql/migrations/0001_initial.sql) under another schema,
+``pgmem_ab_before``, then runs it and the current ``pgmem.stage_one_v1`` on the same arguments for each
+question, one after the other, and prints:
+
+* whether the two return the same rows (same notes in the same order, every column
+  equal; floats within 1e-9 — window sums may differ in the last bit);
+* p50 / p95 of both, measured interleaved (so machine load hits both alike; which runs
+  first alternates), and their ratio.
+
+Questions are LoCoMo's (categories 1-4), with hints derived as ``pgmem.pack`` derives
+them; the query vector comes from ``--embedder`` (the store's own embedder).
+
+    .venv/bin/python benchmarks/bench_stage_one_ab.py --namespace bench --questions 200 \
+        [--embedder hashing:384] [--home DIR | --dsn DSN]
+
+Drops ``pgmem_ab_before`` when done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from psycopg.rows import dict_row
+
+import pgmem
+from pgmem.api import build_hints
+from pgmem.embeddings import get_embedder
+from pgmem.eval.bench import real_sentences
+from pgmem.retrieval.stage_one import stage_one_arguments
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = "pgmem_ab_before"
+
+
+def before_function() -> str:
+    """The pre-0008 stage_one_v1, renamed into ``SCHEMA``."""
+    schema = (ROOT / "sql" / "migrations" / "0001_initial.sql").read_text(encoding="utf-8")
+    start = schema.index("CREATE FUNCTION pgmem.stage_one_v1(")
+    end = schema.index("$function$;", start) + len("$function$;")
+    return schema[start:end].replace("CREATE FUNCTION pgmem.stage_one_v1(", f"CREATE FUNCTION {SCHEMA}.stage_one_v1(")
+
+
+def call(schema: str) -> str:
+    queries = (ROOT / "sql" / "queries.sql").read_text(encoding="utf-8")
+    start = queries.index("FROM pgmem.stage_one_v1(") + len("FROM pgmem.stage_one_v1(")
+    end = queries.index(") AS s\n", start)
+    return f"SELECT * FROM {schema}.stage_one_v1({queries[start:end]})"
+
+
+def differences(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[str]:
+    if [r["note_id"] for r in before] != [r["note_id"] for r in after]:
+        return [f"notes differ: {len(before)} rows before, {len(after)} after"]
+    found = []
+    for old, new in zip(before, after, strict=True):
+        for column, value in old.items():
+            other = new[column]
+            same = abs(value - other) <= 1e-9 if isinstance(value, float) else value == other
+            if not same:
+                found.append(f"{old['note_id']} {column}: {value!r} before, {other!r} after")
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--namespace", default="bench")
+    parser.add_argument("--questions", type=int, default=200)
+    parser.add_argument("--embedder", default="hashing:384")
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--dsn")
+    parser.add_argument("--home")
+    parser.add_argument("--json", type=Path, help="append this run's figures to a JSON list (for the plot)")
+    args = parser.parse_args()
+    embedder = get_embedder(args.embedder)
+    questions = real_sentences(args.data)[1][: args.questions]
+    with pgmem.connect(args.dsn, home=args.home, migrate=False) as conn:
+        conn.row_factory = dict_row  # type: ignore[assignment]
+        conn.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
+        conn.execute(f"CREATE SCHEMA {SCHEMA}")
+        conn.execute(before_function())
+        try:
+            statements = {"before": call(SCHEMA), "after": call("pgmem")}
+            times: dict[str, list[float]] = {"before": [], "after": []}
+            differing = 0
+            notes = conn.execute(
+                "SELECT count(*) AS n FROM pgmem.notes WHERE namespace = %s", (args.namespace,)
+            ).fetchone()
+            for number, question in enumerate(questions):
+                vector = embedder.embed([question])[0]
+                arguments = stage_one_arguments(
+                    args.namespace, embedder.name, vector, question, build_hints(question), pgmem.StageOneParams()
+                )
+                rows = {}
+                # Alternate which one runs first, so neither always finds the other's pages warm.
+                for label in ("before", "after") if number % 2 == 0 else ("after", "before"):
+                    statement = statements[label]
+                    started = time.perf_counter()
+                    rows[label] = conn.execute(statement, arguments).fetchall()
+                    times[label].append((time.perf_counter() - started) * 1000)
+                found = differences(rows["before"], rows["after"])
+                if found:
+                    differing += 1
+                    print(f"{question!r}: {found[:3]}")
+        finally:
+            conn.execute(f"DROP SCHEMA {SCHEMA} CASCADE")
+    p50 = {label: float(np.percentile(values, 50)) for label, values in times.items()}
+    p95 = {label: float(np.percentile(values, 95)) for label, values in times.items()}
+    print(f"{len(questions)} questions on {args.namespace!r}: {differing} with different rows")
+    for label in times:
+        print(f"  {label:<7} p50 {p50[label]:7.1f} ms   p95 {p95[label]:7.1f} ms")
+    print(f"  before / after: p50 {p50['before'] / p50['after']:.2f}x, p95 {p95['before'] / p95['after']:.2f}x")
+    if args.json:
+        runs = json.loads(args.json.read_text(encoding="utf-8")) if args.json.is_file() else []
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+        runs.append(
+            {
+                "notes": notes["n"] if notes else 0,
+                "questions": len(questions),
+                "differing": differing,
+                "p50": p50,
+                "p95": p95,
+                "load_average": load,
+            }
+        )
+        args.json.write_text(json.dumps(runs, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""Profile stage one inside the database (a benchmark): where a call's time goes.
+
+The embedded server ships no ``auto_explain``, so this copies ``stage_one_v1``'s body
+into temporary functions (``pg_temp``, this session only) that report on themselves:
+
+* ``before``: ``EXPLAIN (ANALYZE, BUFFERS)`` of the one dynamic statement of the
+  pre-0008 function (as migration 0001 defined it, frozen in
+  sql/migrations/0001_initial.sql), planning time included;
+* ``candidates``: the same for the candidate search of the current function (0008);
+* ``steps``: the current function with the time of each step (query terms, candidate
+  search, scoring) raised as notices; p50 / p95 per step are printed.
+
+    .venv/bin/python benchmarks/profile_stage_one.py --home DIR --namespace scale \
+        --mode before|candidates|steps [--questions 20] [--embedder hashing:384]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import pgmem
+from pgmem.api import build_hints
+from pgmem.embeddings import get_embedder
+from pgmem.eval.bench import real_sentences
+from pgmem.retrieval.stage_one import stage_one_arguments
+
+ROOT = Path(__file__).resolve().parents[1]
+STEP = "    RAISE NOTICE '{name} %', extract(epoch FROM clock_timestamp() - v_t) * 1000; v_t := clock_timestamp();\n"
+
+
+def _definition(before: bool) -> str:
+    if before:
+        text = (ROOT / "sql" / "migrations" / "0001_initial.sql").read_text(encoding="utf-8")
+        start = text.index("CREATE FUNCTION pgmem.stage_one_v1(")
+    else:
+        text = (ROOT / "sql" / "migrations" / "0008_stage_one_speed.sql").read_text(encoding="utf-8")
+        start = text.index("CREATE OR REPLACE FUNCTION pgmem.stage_one_v1(")
+    end = text.index("$function$;", start) + len("$function$;")
+    body = text[start:end]
+    return body[body.index("pgmem.stage_one_v1(") + len("pgmem.stage_one_v1(") :]
+
+
+def _explaining(body: str, statement: str, into: str | None) -> str:
+    """``body`` returning the EXPLAIN text of its dynamic ``statement`` instead of rows."""
+    body = re.sub(
+        r"RETURNS TABLE \(.*?\)\n    LANGUAGE plpgsql STABLE",
+        "RETURNS SETOF text\n    LANGUAGE plpgsql VOLATILE",
+        body,
+        count=1,
+        flags=re.S,
+    )
+    body = body.replace(statement, "RETURN QUERY EXECUTE 'EXPLAIN (ANALYZE, BUFFERS) ' || format(", 1)
+    if into is not None:
+        body = body.replace(into, "    USING", 1)
+        body = body[: body.index("    IF v_iterative THEN\n        PERFORM set_config('hnsw.iterative_scan', coalesce")]
+        body += "END;\n$function$;"
+    return "CREATE FUNCTION pg_temp.profiled(" + body
+
+
+def _timed(body: str) -> str:
+    body = body.replace(
+        "    v_cosines double precision[];\nBEGIN\n",
+        "    v_cosines double precision[];\n    v_t timestamptz := clock_timestamp();\nBEGIN\n",
+        1,
+    )
+    for marker, name in (
+        ("    -- 1. The query terms", "setup"),
+        ("    -- 2. The candidates:", "terms"),
+        ("    IF v_iterative THEN\n        PERFORM set_config('hnsw.iterative_scan', coalesce", "candidates"),
+    ):
+        body = body.replace(marker, STEP.format(name=name) + marker, 1)
+    body = body.replace(
+        "    ORDER BY a.base_score DESC, a.note_id;\nEND;",
+        "    ORDER BY a.base_score DESC, a.note_id;\n" + STEP.format(name="scoring") + "END;",
+        1,
+    )
+    return "CREATE FUNCTION pg_temp.profiled(" + body
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--mode", choices=("before", "candidates", "steps"), required=True)
+    parser.add_argument("--namespace", default="bench")
+    parser.add_argument("--questions", type=int, default=20)
+    parser.add_argument("--embedder", default="hashing:384")
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--dsn")
+    parser.add_argument("--home")
+    args = parser.parse_args()
+    if args.mode == "before":
+        function = _explaining(_definition(True), "RETURN QUERY EXECUTE format(", None)
+    elif args.mode == "candidates":
+        function = _explaining(_definition(False), "EXECUTE format(", "    INTO v_candidates, v_cosines\n    USING")
+    else:
+        function = _timed(_definition(False))
+    queries = (ROOT / "sql" / "queries.sql").read_text(encoding="utf-8")
+    start = queries.index("FROM pgmem.stage_one_v1(") + len("FROM pgmem.stage_one_v1(")
+    call = f"SELECT * FROM pg_temp.profiled({queries[start : queries.index(') AS s', start)]})"
+    embedder = get_embedder(args.embedder)
+    notices: list[str] = []
+    steps: dict[str, list[float]] = {}
+    with pgmem.connect(args.dsn, home=args.home, migrate=False) as conn:
+        conn.add_notice_handler(lambda diagnostic: notices.append(diagnostic.message_primary or ""))
+        conn.execute(function)
+        for question in real_sentences(args.data)[1][: args.questions]:
+            vector = embedder.embed([question])[0]
+            arguments: dict[str, Any] = stage_one_arguments(
+                args.namespace, embedder.name, vector, question, build_hints(question), pgmem.StageOneParams()
+            )
+            notices.clear()
+            rows = conn.execute(call, arguments).fetchall()
+            if args.mode == "steps":
+                for notice in notices:
+                    name, value = notice.split()
+                    steps.setdefault(name, []).append(float(value))
+            else:
+                print(f"=== {question}")
+                print("\n".join(row[0] for row in rows))
+    for name, values in steps.items():
+        print(f"{name:<12} p50 {np.percentile(values, 50):8.2f} ms   p95 {np.percentile(values, 95):8.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
