@@ -16,6 +16,7 @@ from __future__ import annotations
 from pgmem.api import (
     FeedbackResult,
     ForgetResult,
+    bind_family,
     feedback,
     forget,
     ingest,
@@ -23,6 +24,7 @@ from pgmem.api import (
     register_model,
     reset_feedback,
     supersede,
+    unbind_family,
 )
 from pgmem.db.connection import connect
 from pgmem.db.migrate import migrate
@@ -32,6 +34,7 @@ from pgmem.errors import (
     DatabaseError,
     EmbeddingError,
     EmbeddingMismatchError,
+    FamilyRightsError,
     InputError,
     PgmemError,
     SchemaError,
@@ -56,6 +59,7 @@ __all__ = [
     "Enricher",
     "Enrichment",
     "FamilyCalibration",
+    "FamilyRightsError",
     "FeedbackResult",
     "ForgetResult",
     "IngestResult",
@@ -69,6 +73,7 @@ __all__ = [
     "Span",
     "SpanInput",
     "StageOneParams",
+    "bind_family",
     "connect",
     "feedback",
     "forget",
@@ -79,4 +84,5 @@ __all__ = [
     "register_model",
     "reset_feedback",
     "supersede",
+    "unbind_family",
 ]

@@ -164,3 +164,9 @@ VALUES (%(namespace)s, %(trajectory_id)s, %(generation)s, %(round)s, %(kind)s, %
 SELECT document_id, note_id FROM pgmem.notes
 WHERE namespace = %(namespace)s AND document_id = ANY (%(document_ids)s::text[])
 ORDER BY document_id, span_start;
+
+-- name: bind_family --
+SELECT pgmem.bind_family_v1(%(namespace)s, %(family)s, %(roles)s::name[]) AS notes;
+
+-- name: unbind_family --
+SELECT pgmem.unbind_family_v1(%(namespace)s, %(family)s, %(roles)s::name[]) AS removed;
