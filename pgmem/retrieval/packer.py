@@ -26,7 +26,8 @@ BELOW_MINIMUM = "below_minimum"
 ROLE_QUOTA = "role_quota"
 FAMILY_CAP = "family_cap"
 TOKEN_BUDGET = "token_budget"
-REJECTION_REASONS: tuple[str, ...] = (OVERLAP, BELOW_MINIMUM, ROLE_QUOTA, FAMILY_CAP, TOKEN_BUDGET)
+QUARANTINE = "quarantine"
+REJECTION_REASONS: tuple[str, ...] = (OVERLAP, BELOW_MINIMUM, ROLE_QUOTA, FAMILY_CAP, TOKEN_BUDGET, QUARANTINE)
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
@@ -96,10 +97,12 @@ def rank_and_pack(
     notes already selected gives ``decayed = final - overlap_decay * max_overlap``; the
     first rule that refuses it names the rejection: ``overlap`` (max_overlap above
     ``overlap_hard_threshold``), ``below_minimum`` (decayed below
-    ``minimum_effective_score``), ``role_quota``, ``family_cap``, ``token_budget`` (its
-    tokens exceed what remains; the scan goes on, a shorter note may fit). The scan
-    stops when ``budget`` notes are selected, the token budget is used up exactly, or
-    the candidates run out; candidates not scanned are neither packed nor rejected.
+    ``minimum_effective_score``), ``role_quota``, ``family_cap``, ``quarantine``
+    (the family alarm quarantined its family and ``quarantine_cap`` of its notes are
+    already packed), ``token_budget`` (its tokens exceed what remains; the scan goes
+    on, a shorter note may fit). The scan stops when ``budget`` notes are selected, the
+    token budget is used up exactly, or the candidates run out; candidates not scanned
+    are neither packed nor rejected.
 
     Parameters
     ----------
@@ -149,6 +152,7 @@ def rank_and_pack(
             words[index] = _words(candidates[index].text)
         return words[index]
 
+    quarantined = calibration.quarantined
     selected: list[int] = []
     items: list[PackItem] = []
     rejections: list[Rejection] = []
@@ -178,6 +182,8 @@ def rank_and_pack(
             reason = ROLE_QUOTA
         elif params.family_cap is not None and per_family[candidate.family] >= params.family_cap:
             reason = FAMILY_CAP
+        elif candidate.family in quarantined and per_family[candidate.family] >= calibration.quarantine_cap:
+            reason = QUARANTINE
         elif tokens_left is not None:
             tokens = token_counter(candidate.text)
             if tokens < 0:
