@@ -189,3 +189,18 @@ def test_a_logged_pack_records_the_alarm(conn: psycopg.Connection[Any], hashing:
     ).fetchall()
     threshold = CalibrationParams().alarm_threshold
     assert rows == [("attacker", True, pytest.approx(attacker.alarm_score), threshold, 4)]
+
+
+def test_quarantine_never_leaves_the_pack_short() -> None:
+    # Only the attacker's notes are there: past the cap they are packed after all
+    # (no other evidence to prefer), and the pack is full.
+    candidates = [_candidate(i, "attacker", text, 0.9 - 0.01 * i) for i, text in enumerate(POISON)]
+    pool = Pool.from_candidates(candidates, query=QUESTION)
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    assert calibration.family("attacker").quarantined
+    result = rank_and_pack(pool, calibration, PackParams(budget=3, overlap_hard_threshold=1.0))
+    assert len(result.items) == 3 and [r.reason for r in result.rejections] == [QUARANTINE]
+    # With other evidence left, the same notes stay out and are listed last as quarantined.
+    pool = _pool()
+    result = rank_and_pack(pool, calibrate(pool, CalibrationParams(), "calibrated"), PackParams(budget=8))
+    assert [r.reason for r in result.rejections][-3:] == [QUARANTINE] * 3

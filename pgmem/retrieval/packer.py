@@ -7,6 +7,7 @@ Python and numpy over at most a few hundred rows: no I/O, no database imports.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
@@ -99,7 +100,9 @@ def rank_and_pack(
     ``overlap_hard_threshold``), ``below_minimum`` (decayed below
     ``minimum_effective_score``), ``role_quota``, ``family_cap``, ``quarantine``
     (the family alarm quarantined its family and ``quarantine_cap`` of its notes are
-    already packed), ``token_budget`` (its tokens exceed what remains; the scan goes
+    already packed; such notes are scanned again, in order, after every other
+    candidate, and packed then if the budget still has room: quarantine never leaves
+    a pack short), ``token_budget`` (its tokens exceed what remains; the scan goes
     on, a shorter note may fit). The scan stops when ``budget`` notes are selected, the
     token budget is used up exactly, or the candidates run out; candidates not scanned
     are neither packed nor rejected.
@@ -119,7 +122,7 @@ def rank_and_pack(
     -------
     PackResult
         The packed items (``rank`` 1-based in selection order) and the rejections in
-        scan order.
+        scan order, the ``quarantine`` rejections last.
 
     Raises
     ------
@@ -159,7 +162,13 @@ def rank_and_pack(
     per_role: Counter[str] = Counter()
     per_family: Counter[str] = Counter()
     tokens_left = params.token_budget
-    for index in order:
+    # Notes of a quarantined family past its cap are deferred, not dropped: a second
+    # pass packs them only if the other candidates cannot fill the budget, so a false
+    # alarm on a pool of one family never empties the pack.
+    deferred: list[int] = []
+    held: dict[int, Rejection] = {}
+    scan = itertools.chain(((False, i) for i in order), ((True, i) for i in deferred))
+    for filling, index in scan:
         if len(items) >= params.budget or tokens_left == 0:
             break
         candidate = candidates[index]
@@ -182,7 +191,11 @@ def rank_and_pack(
             reason = ROLE_QUOTA
         elif params.family_cap is not None and per_family[candidate.family] >= params.family_cap:
             reason = FAMILY_CAP
-        elif candidate.family in quarantined and per_family[candidate.family] >= calibration.quarantine_cap:
+        elif (
+            not filling
+            and candidate.family in quarantined
+            and per_family[candidate.family] >= calibration.quarantine_cap
+        ):
             reason = QUARANTINE
         elif tokens_left is not None:
             tokens = token_counter(candidate.text)
@@ -190,20 +203,26 @@ def rank_and_pack(
                 raise InputError(f"token_counter must return a count >= 0, got {tokens!r}")
             if tokens > tokens_left:
                 reason = TOKEN_BUDGET
+        if filling and reason is not None:
+            continue  # it stays rejected for its quarantine
         if reason is not None:
-            rejections.append(
-                Rejection(
-                    note_id=candidate.note_id,
-                    family=candidate.family,
-                    role=candidate.role,
-                    reason=reason,
-                    final_score=final_scores[index],
-                    decayed_score=decayed,
-                    max_overlap=max_overlap,
-                    overlaps_note_id=overlaps_with,
-                )
+            rejection = Rejection(
+                note_id=candidate.note_id,
+                family=candidate.family,
+                role=candidate.role,
+                reason=reason,
+                final_score=final_scores[index],
+                decayed_score=decayed,
+                max_overlap=max_overlap,
+                overlaps_note_id=overlaps_with,
             )
+            if reason == QUARANTINE:
+                deferred.append(index)
+                held[index] = rejection
+            else:
+                rejections.append(rejection)
             continue
+        held.pop(index, None)
         selected.append(index)
         per_role[candidate.role] += 1
         per_family[candidate.family] += 1
@@ -235,7 +254,7 @@ def rank_and_pack(
                 boosts=candidate.boosts,
             )
         )
-    return PackResult(tuple(items), tuple(rejections))
+    return PackResult(tuple(items), tuple(rejections) + tuple(held.values()))
 
 
 def _words(text: str) -> frozenset[str]:
