@@ -20,6 +20,8 @@ family recurs across namespaces and beta equals relevance by construction.
     PYTHONPATH=. .venv/bin/python benchmarks/bench_provenance.py --home /tmp/prov/home \\
         --datasets hotpotqa multihop locomo --out eval-out/provenance.json --beta
 
+``--render a.json b.json`` prints the Markdown tables of earlier runs.
+
 Namespaces already holding a condition's corpus (same prefix, same note count) are not
 written again, so a second run only packs.
 """
@@ -176,6 +178,50 @@ def _flat(targets: dict[str, tuple[str, ...]]) -> set[str]:
     return {note for notes in targets.values() for note in notes}
 
 
+def _cell(value: float, digits: int = 1) -> str:
+    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
+
+def render(reports: Sequence[dict[str, Any]]) -> str:
+    """Markdown tables of one or more JSON reports of this script."""
+    lines = [
+        "| data | condition | alarm rate (attacked pools) | false alarms (clean pools) | poisoned share:"
+        " calibrated / unguarded / relevance | recall, attacked: calibrated / unguarded / relevance |"
+        " unattacked − clean store (calibrated) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    beta = [
+        "| data | feedback | beta: recall (attacked) | beta: poisoned share | relevance: recall (attacked) |",
+        "|---|---|---|---|---|",
+    ]
+    for report in reports:
+        for dataset, conditions in report["datasets"].items():
+            for condition, summary in conditions.items():
+                rates = summary["rates"]
+                alarm = _cell(100 * rates["alarm_rate"]) if rates["attacked_pools"] else "—"
+                false = _cell(100 * rates["false_alarm_rate"]) if rates["clean_pools"] else "—"
+                if condition == "clean":
+                    recall = summary["recall"]
+                    lines.append(
+                        f"| {dataset} | clean (recall {_cell(recall['calibrated'])} / {_cell(recall['unguarded'])}"
+                        f" / {_cell(recall['relevance'])}) | {alarm} | {false} | — | — | — |"
+                    )
+                    continue
+                systems = summary["systems"]
+                share = " / ".join(_cell(systems[s]["poisoned_share"]) for s in SYSTEMS)
+                recall = " / ".join(_cell(systems[s]["recall_attacked"]) for s in SYSTEMS)
+                unattacked = _cell(systems["calibrated"].get("unattacked_minus_clean", math.nan), 2)
+                lines.append(f"| {dataset} | {condition} | {alarm} | {false} | {share} | {recall} | {unattacked} |")
+        for dataset, runs in report.get("beta", {}).items():
+            for name, entry in runs.items():
+                b, r = entry["systems"]["beta"], entry["systems"]["relevance"]
+                beta.append(
+                    f"| {dataset} | {name} | {_cell(b['recall_attacked'])} | {_cell(b['poisoned_share'])}"
+                    f" | {_cell(r['recall_attacked'])} |"
+                )
+    return "\n".join(lines) + "\n\n" + "\n".join(beta) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--home", required=True, help="data folder of the embedded server")
@@ -185,7 +231,11 @@ def main() -> None:
     parser.add_argument("--prefix", default="x", help="namespace prefix of the stored corpora")
     parser.add_argument("--beta", action="store_true", help="also run the beta mode's feedback conditions")
     parser.add_argument("--out", default="eval-out/provenance.json")
+    parser.add_argument("--render", nargs="+", help="print the Markdown tables of these JSON reports and exit")
     args = parser.parse_args()
+    if args.render:
+        print(render([json.loads(Path(path).read_text(encoding="utf-8")) for path in args.render]))
+        return
     embedder = CachedEmbedder(resolve_embedder(None))
     report: dict[str, Any] = {"datasets": {}, "beta": {}}
     started = time.perf_counter()
