@@ -7,8 +7,9 @@ the rest of the attacker's signature, and the alarm reads it from the pool alone
 
 * ``support``: the calibrator's shrunk z, squashed to [0, 1] (``max(0, tanh(z'/tau))``);
 * ``question_echo``: how much of the question each note repeats (the share of the
-  question's content words it contains), averaged over the family's pool notes;
-* ``duplicate_density``: how alike the family's notes are to the pool's other notes (for
+  question's content words it contains), averaged over the family's group: its (at
+  most :data:`ALARM_GROUP`) pool notes that echo the question most;
+* ``duplicate_density``: how alike the group's notes are to the pool's other notes (for
   each note, the highest word Jaccard with a pool note of another document; averaged);
 * ``concentration``: how far the family's share of the pool exceeds its share of the
   namespace (``1 - namespace_share / pool_share``, clipped to [0, 1]; 0 when the
@@ -40,6 +41,8 @@ from pgmem.ingest.entities import STOPWORDS
 from pgmem.retrieval.pool import Pool
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+#: How many of a family's notes the alarm reads: the ones that echo the question most.
+ALARM_GROUP = 3
 _Array = npt.NDArray[np.float64]
 
 
@@ -100,8 +103,11 @@ def family_signals(
         namespace_share = aggregate.namespace_count / pool.namespace_notes if pool.namespace_notes > 0 else 0.0
         concentration = _clip(1.0 - namespace_share / pool_share) if pool.namespace_notes > 0 else 0.0
         newness = _newness(aggregate.age_seconds, pool.namespace_age_seconds, recency_window)
-        duplicate = float(np.mean(nearest[rows])) if rows else 0.0
-        question_echo = float(np.mean(echo[rows])) if rows else 0.0
+        # The family's most question-like notes: an attacker writing for many questions
+        # has many notes in a pool, and only the group aimed at this question colludes.
+        group = sorted(rows, key=lambda row: (-echo[row], row))[:ALARM_GROUP]
+        duplicate = float(np.mean(nearest[group])) if group else 0.0
+        question_echo = float(np.mean(echo[group])) if group else 0.0
         support = _clip(math.tanh(float(shrunk_z[position]) / tau))
         strength = max(support, concentration, newness)
         score = _clip(question_echo * math.sqrt(duplicate) * (0.5 + 0.5 * strength))

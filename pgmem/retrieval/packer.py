@@ -100,9 +100,9 @@ def rank_and_pack(
     ``overlap_hard_threshold``), ``below_minimum`` (decayed below
     ``minimum_effective_score``), ``role_quota``, ``family_cap``, ``quarantine``
     (the family alarm quarantined its family and ``quarantine_cap`` of its notes are
-    already packed; such notes are scanned again, in order, after every other
-    candidate, and packed then if the budget still has room: quarantine never leaves
-    a pack short), ``token_budget`` (its tokens exceed what remains; the scan goes
+    already packed; when every candidate belongs to a quarantined family they are
+    scanned again, in order, after all others and packed if the budget has room, so
+    quarantine never empties a pack), ``token_budget`` (its tokens exceed what remains; the scan goes
     on, a shorter note may fit). The scan stops when ``budget`` notes are selected, the
     token budget is used up exactly, or the candidates run out; candidates not scanned
     are neither packed nor rejected.
@@ -162,12 +162,16 @@ def rank_and_pack(
     per_role: Counter[str] = Counter()
     per_family: Counter[str] = Counter()
     tokens_left = params.token_budget
-    # Notes of a quarantined family past its cap are deferred, not dropped: a second
-    # pass packs them only if the other candidates cannot fill the budget, so a false
-    # alarm on a pool of one family never empties the pack.
+    # Notes of a quarantined family past its cap are deferred: when the pool holds
+    # nothing but quarantined families (no other evidence to prefer), a second pass packs
+    # them, so a false alarm on a one-family pool never empties the pack. Otherwise they
+    # stay out, even if the pack ends short: an attacker crowding the pool must not get
+    # in through the gap it made.
     deferred: list[int] = []
     held: dict[int, Rejection] = {}
-    scan = itertools.chain(((False, i) for i in order), ((True, i) for i in deferred))
+    refill = all(candidate.family in quarantined for candidate in candidates)
+    second = (i for i in deferred) if refill else iter(())
+    scan = itertools.chain(((False, i) for i in order), ((True, i) for i in second))
     for filling, index in scan:
         if len(items) >= params.budget or tokens_left == 0:
             break
