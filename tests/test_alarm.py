@@ -196,7 +196,8 @@ def test_quarantine_never_leaves_the_pack_short() -> None:
     # (no other evidence to prefer), and the pack is full.
     candidates = [_candidate(i, "attacker", text, 0.9 - 0.01 * i) for i, text in enumerate(POISON)]
     pool = Pool.from_candidates(candidates, query=QUESTION)
-    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    # One family is all the pool: no support signal, so a lower threshold flags it here.
+    calibration = calibrate(pool, CalibrationParams(alarm_threshold=0.3), "calibrated")
     assert calibration.family("attacker").quarantined
     result = rank_and_pack(pool, calibration, PackParams(budget=3, overlap_hard_threshold=1.0))
     assert len(result.items) == 3 and [r.reason for r in result.rejections] == [QUARANTINE]
