@@ -18,6 +18,7 @@ from __future__ import annotations
 from pgmem.api import (
     FeedbackResult,
     ForgetResult,
+    bind_family,
     feedback,
     forget,
     ingest,
@@ -25,6 +26,7 @@ from pgmem.api import (
     register_model,
     reset_feedback,
     supersede,
+    unbind_family,
 )
 from pgmem.db.connection import connect
 from pgmem.db.migrate import migrate
@@ -34,6 +36,7 @@ from pgmem.errors import (
     DatabaseError,
     EmbeddingError,
     EmbeddingMismatchError,
+    FamilyRightsError,
     InputError,
     PgmemError,
     SchemaError,
@@ -59,6 +62,7 @@ __all__ = [
     "Enricher",
     "Enrichment",
     "FamilyCalibration",
+    "FamilyRightsError",
     "FeedbackResult",
     "ForgetResult",
     "IngestResult",
@@ -73,6 +77,7 @@ __all__ = [
     "Span",
     "SpanInput",
     "StageOneParams",
+    "bind_family",
     "connect",
     "feedback",
     "forget",
@@ -83,4 +88,5 @@ __all__ = [
     "register_model",
     "reset_feedback",
     "supersede",
+    "unbind_family",
 ]

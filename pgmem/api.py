@@ -14,10 +14,13 @@ from typing import Any
 
 import psycopg
 
-from pgmem.db.queries import fetch
+from pgmem.db.errors import database_errors
+from pgmem.db.queries import fetch, run
 from pgmem.db.steps import drive
 from pgmem.embeddings import Embedder, resolve_embedder
+from pgmem.errors import InputError
 from pgmem.ingestion.enricher import Enricher
+from pgmem.ingestion.spans import MAX_ID_CHARS
 from pgmem.ingestion.writer import IngestResult, check_reason
 from pgmem.ingestion.writer import write as write_spans
 from pgmem.operations import (
@@ -41,6 +44,7 @@ from pgmem.retrieval.pipeline import (
     MAX_QUERY_CHARS,
     Stopwatch,
     build_hints,
+    check_strings,
     embed_question,
     fetch_pool,
     finish_pack,
@@ -48,6 +52,7 @@ from pgmem.retrieval.pipeline import (
     prepare_pack,
 )
 from pgmem.types import Pack, Span
+from pgmem.validate import check_namespace, check_text, describe_value
 
 __all__ = [
     "MAX_FAMILIES",
@@ -415,3 +420,67 @@ def register_model(conn: psycopg.Connection[Any], embedder: Embedder | str | Non
         The model's id in ``pgmem.embedding_models``.
     """
     return register_model_result(fetch(conn, register_model_statement(resolve_embedder(embedder))))
+
+
+def _role_names(name: str, roles: Sequence[str]) -> list[str]:
+    if isinstance(roles, str) or not isinstance(roles, Iterable):
+        raise InputError(f"{name} must be a list of role names, got {describe_value(roles)}")
+    names = list(check_strings(name, roles))
+    if not names:
+        raise InputError(f"{name} must name at least one role")
+    return names
+
+
+def bind_family(conn: psycopg.Connection[Any], *, namespace: str, family: str, roles: Sequence[str]) -> int:
+    """Bind provenance family ``family`` of ``namespace`` to the writer roles ``roles``.
+
+    From then on the database refuses a note of that family (ingest or supersede) from
+    any role that is not a member of a bound role, an admin or the schema owner: it
+    raises :class:`pgmem.FamilyRightsError` (SQLSTATE PM006) and writes nothing of the
+    batch. A family bound to no role is open to every writer of the namespace. Binding
+    adds to the roles already bound. Runs ``pgmem.bind_family_v1``: the caller must own
+    the schema or be a member of ``pgmem_admin``.
+
+    Notes written under the family before the binding stay; the return value says how
+    many there are, so they can be reviewed (``pgmem.store_families_v1``) or erased
+    (:func:`forget`).
+
+    Parameters
+    ----------
+    conn : psycopg.Connection
+        A connection of the schema owner or a ``pgmem_admin`` member.
+    namespace : str
+        The namespace (it need not hold notes yet: bind before the first write).
+    family : str
+        The provenance family.
+    roles : list of str
+        Names of existing roles whose members may write the family.
+
+    Returns
+    -------
+    int
+        How many notes the family held when it was bound.
+    """
+    check_namespace(namespace)
+    family = check_text("bind_family: family", family, max_chars=MAX_ID_CHARS)
+    names = _role_names("bind_family: roles", roles)
+    with database_errors("bind family"):
+        row = run(conn, "bind_family", {"namespace": namespace, "family": family, "roles": names}).fetchone()
+    return int(row["notes"]) if row else 0
+
+
+def unbind_family(
+    conn: psycopg.Connection[Any], *, namespace: str, family: str, roles: Sequence[str] | None = None
+) -> int:
+    """Take writer roles off family ``family`` of ``namespace`` (all of them when ``roles`` is None).
+
+    A family left with no bound role is open to every writer again. Runs
+    ``pgmem.unbind_family_v1`` (schema owner or ``pgmem_admin``). Returns how many
+    bindings were removed.
+    """
+    check_namespace(namespace)
+    family = check_text("unbind_family: family", family, max_chars=MAX_ID_CHARS)
+    names = None if roles is None else _role_names("unbind_family: roles", roles)
+    with database_errors("unbind family"):
+        row = run(conn, "unbind_family", {"namespace": namespace, "family": family, "roles": names}).fetchone()
+    return int(row["removed"]) if row else 0

@@ -38,3 +38,11 @@ class DatabaseError(PgmemError):
 
 class ChatError(PgmemError):
     """A chat model call failed (wraps the client error; names the base URL and model)."""
+
+
+class FamilyRightsError(PgmemError):
+    """A note was written under a provenance family bound to other writer roles.
+
+    An admin binds a family of a namespace to writer roles with :func:`pgmem.bind_family`;
+    the database then refuses notes of that family from every other writer.
+    """

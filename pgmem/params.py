@@ -151,6 +151,17 @@ class CalibrationParams(_Params):
         centres every family's Beta reliability on the namespace's helpful rate, so a
         family without feedback gets no nudge and a few judgements move it little
         (default 2, > 0).
+    alarm_threshold : float or None
+        A family whose alarm score (:mod:`pgmem.retrieval.alarm`, in [0, 1]) reaches
+        this is quarantined in every mode but ``relevance`` (default 0.4, in (0, 1];
+        ``None`` switches the alarm off). Chosen on HotpotQA, see docs/security.md.
+    quarantine_cap : int
+        At most this many notes of a quarantined family are packed (default 1, >= 0).
+    quarantine_penalty : float
+        A quarantined family's regulariser is ``-quarantine_penalty * alarm_score``, in
+        pool standard deviations (default 3, >= 0), whatever the mode's own regulariser.
+    recency_window : float
+        Seconds over which a family stops counting as new for the alarm (default 7 days).
     """
 
     n_min: int = 8
@@ -163,6 +174,10 @@ class CalibrationParams(_Params):
     alpha_prior: float = 0.3
     gamma: float = 0.5
     feedback_prior: float = 2.0
+    alarm_threshold: float | None = 0.4
+    quarantine_cap: int = 1
+    quarantine_penalty: float = 3.0
+    recency_window: float = 7 * 86_400.0
 
     def __post_init__(self) -> None:
         whole("n_min", self.n_min, 1)
@@ -175,6 +190,12 @@ class CalibrationParams(_Params):
         between("alpha_prior", self.alpha_prior, 0.0, 1.0)
         at_least("gamma", self.gamma, 0.0)
         at_least("feedback_prior", self.feedback_prior, 0.0, strict=True)
+        if self.alarm_threshold is not None:
+            between("alarm_threshold", self.alarm_threshold, 0.0, 1.0)
+            at_least("alarm_threshold", self.alarm_threshold, 0.0, strict=True)
+        whole("quarantine_cap", self.quarantine_cap, 0)
+        at_least("quarantine_penalty", self.quarantine_penalty, 0.0)
+        at_least("recency_window", self.recency_window, 0.0, strict=True)
 
 
 @dataclass(frozen=True)

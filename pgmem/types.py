@@ -116,6 +116,10 @@ class FamilyAggregate:
     mean_confidence: float
     feedback_helpful: float = 0.0
     feedback_unhelpful: float = 0.0
+    #: The family's notes in the whole namespace (pgmem.family_stats; 0 = unknown).
+    namespace_count: int = 0
+    #: Seconds since the family's first note in the namespace (None = unknown).
+    age_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,20 @@ class FamilyCalibration:
     #: namespace's base rate in posterior standard deviations (the beta mode's signal).
     feedback_reliability: float = 0.0
     feedback_z: float = 0.0
+    #: The family alarm (pgmem.retrieval.alarm): its inputs, each in [0, 1] ...
+    namespace_count: int = 0
+    pool_share: float = 0.0
+    namespace_share: float = 0.0
+    newness: float = 0.0
+    duplicate_density: float = 0.0
+    question_echo: float = 0.0
+    #: ... its bounded score, the threshold it was compared with (None: alarm off),
+    #: whether it fired, and whether the family was quarantined for it (regulariser
+    #: negative, at most ``quarantine_cap`` notes packed; every mode but ``relevance``).
+    alarm_score: float = 0.0
+    alarm_threshold: float | None = None
+    alarmed: bool = False
+    quarantined: bool = False
 
 
 @dataclass(frozen=True)
@@ -177,7 +195,8 @@ class Rejection:
     """A candidate the packer scanned and refused, with the rule that refused it.
 
     ``reason`` is one of ``overlap``, ``below_minimum``, ``role_quota``,
-    ``family_cap`` or ``token_budget``; ``overlaps_note_id`` names the selected note
+    ``family_cap``, ``quarantine`` (its family was quarantined by the family alarm) or
+    ``token_budget``; ``overlaps_note_id`` names the selected note
     it overlapped most, when any.
     """
 
@@ -221,6 +240,11 @@ class Diagnostics:
             if record.family == name:
                 return record
         raise KeyError(name)
+
+    @property
+    def quarantined(self) -> tuple[str, ...]:
+        """The families quarantined by the family alarm, sorted (see FamilyCalibration)."""
+        return tuple(record.family for record in self.families if record.quarantined)
 
 
 @dataclass(frozen=True)

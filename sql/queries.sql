@@ -98,12 +98,18 @@ SELECT key, note_id FROM pgmem.entity_holders_v1(%(namespace)s, %(keys)s::text[]
 
 -- name: stage_one --
 -- The candidates and pool aggregates of stage_one_v1, plus the feedback the beta mode
--- reads: each candidate's family totals and the namespace's (one statement).
+-- reads (each candidate's family totals and the namespace's) and what the family alarm
+-- reads (the family's notes in the namespace and its age, the namespace's size and
+-- age), in one statement.
 SELECT s.*,
        coalesce(r.helpful, 0) AS family_feedback_helpful,
        coalesce(r.unhelpful, 0) AS family_feedback_unhelpful,
        coalesce(t.feedback_helpful, 0) AS namespace_feedback_helpful,
-       coalesce(t.feedback_unhelpful, 0) AS namespace_feedback_unhelpful
+       coalesce(t.feedback_unhelpful, 0) AS namespace_feedback_unhelpful,
+       coalesce(fs.note_count, 0) AS family_namespace_count,
+       extract(epoch FROM now() - fs.first_seen)::float8 AS family_age_seconds,
+       coalesce(t.note_count, 0) AS namespace_note_count,
+       extract(epoch FROM now() - t.created_at)::float8 AS namespace_age_seconds
 FROM pgmem.stage_one_v1(
     %(namespace)s, %(model)s, %(query_embedding)s::vector, %(query)s,
     k_dense => %(k_dense)s, k_lex => %(k_lex)s, ef_search => %(ef_search)s,
@@ -118,7 +124,8 @@ FROM pgmem.stage_one_v1(
     link_weight => %(link_weight)s, roles => %(roles)s::text[], filter => %(filter)s::jsonb,
     neighbour_seeds => %(neighbour_seeds)s) AS s
 LEFT JOIN pgmem.family_reliability AS r ON r.namespace = %(namespace)s AND r.family = s.family
-LEFT JOIN pgmem.namespaces AS t ON t.namespace = %(namespace)s;
+LEFT JOIN pgmem.namespaces AS t ON t.namespace = %(namespace)s
+LEFT JOIN pgmem.family_stats AS fs ON fs.namespace = %(namespace)s AND fs.family = s.family;
 
 -- name: feedback --
 SELECT family, helpful, unhelpful
@@ -181,3 +188,9 @@ LIMIT %(limit)s;
 -- The role a session acts as, and whether it may erase notes (pgmem.forget_v1: owner or admin).
 SELECT current_user::text AS role,
        has_function_privilege('pgmem.forget_v1(text, text, text[], text)', 'EXECUTE') AS may_forget;
+
+-- name: bind_family --
+SELECT pgmem.bind_family_v1(%(namespace)s, %(family)s, %(roles)s::name[]) AS notes;
+
+-- name: unbind_family --
+SELECT pgmem.unbind_family_v1(%(namespace)s, %(family)s, %(roles)s::name[]) AS removed;

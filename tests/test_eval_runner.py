@@ -179,3 +179,13 @@ def test_beta_learns_from_other_folds_feedback(
     # The last fold's feedback is what remains stored: only the other folds' judgements.
     stored = conn.execute("SELECT count(*) FROM pgmem.feedback WHERE namespace = 'e-default'").fetchone()
     assert stored is not None and 0 < stored[0] < 2 * 12
+
+
+def test_feedback_noise_is_a_share() -> None:
+    import pytest
+
+    from pgmem.errors import ConfigurationError
+
+    assert RunConfig(feedback_noise=0.3, adversarial_feedback=True).feedback_noise == 0.3
+    with pytest.raises(ConfigurationError, match="feedback_noise"):
+        RunConfig(feedback_noise=1.5)

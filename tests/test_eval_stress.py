@@ -91,6 +91,15 @@ def test_registry_names() -> None:
         "spoof",
         "poison-one",
         "poison-spread",
+        "poison-one-3",
+        "poison-one-1",
+        "poison-quarter",
+        "poison-quarter-para",
+        "poison-para",
+        "poison-echo",
+        "poison-lookalike",
+        "poison-fresh",
+        "poison-quarter-fresh",
         "drift",
         "sparse",
     }
@@ -131,6 +140,8 @@ def test_bad_parameters() -> None:
         split_families(corpus, parts=0)
     with pytest.raises(ConfigurationError):
         poison(corpus, families="many")
+    with pytest.raises(ConfigurationError, match="style"):
+        poison(corpus, style="shouting")
 
 
 # -- family conditions ------------------------------------------------------------------
@@ -305,3 +316,28 @@ def test_metrics_on_poisoned_corpus_roundtrip() -> None:
     results = [_result(q, (), (targets[q][0], "a1")) for q in sorted(targets)]
     assert attack_inclusion_rate(results, targets) == 1.0
     assert poisoned_share(results, targets) == 0.5
+
+
+def test_poison_styles_and_attacker_families() -> None:
+    corpus = make_corpus()
+    question = next(q for q in corpus.questions if q.id == "q4")
+
+    def texts(poisoned: EvalCorpus) -> dict[str, list[Span]]:
+        return {
+            target: [s for s in poisoned.spans["b"] if s.metadata and s.metadata.get("target") == target]
+            for target in ("q4",)
+        }
+
+    verbatim = texts(poison(corpus, per_question=2, seed=1))["q4"]
+    assert all(span.text.startswith(question.question) for span in verbatim)
+    paraphrased = texts(poison(corpus, per_question=2, style="paraphrase", seed=1))["q4"]
+    assert all(span.text.startswith("People keep asking about ") for span in paraphrased)
+    assert all(question.question not in span.text and "not a bike" in span.text for span in paraphrased)
+    echoed = texts(poison(corpus, per_question=2, style="echo", seed=1))["q4"]
+    assert [span.text for span in echoed] == ["Cy buy Cy buy", "Cy buy Cy buy"]
+    fresh = texts(poison(corpus, per_question=3, families="fresh"))["q4"]
+    assert [span.family for span in fresh] == ["src-q4-0", "src-q4-1", "src-q4-2"]
+    # The largest family of "b" is src0 (3 notes, ties broken by name): imitated as src0.
+    lookalike = poison(corpus, per_question=2, families="lookalike")
+    assert {s.family for s in lookalike.spans["b"] if s.metadata and s.metadata.get("poisoned")} == {"src0."}
+    assert {s.family for s in lookalike.spans["a"] if s.metadata and s.metadata.get("poisoned")} == {"fam0."}

@@ -24,6 +24,10 @@ TEXTS = {
     ],
 }
 QUESTION = "When did the harbour bridge open to traffic?"
+# The wire and tabloid notes are templated copies that repeat the question: the family
+# alarm (test_alarm.py) quarantines both in every mode but relevance, so the tests of what
+# the beta mode learns switch it off.
+UNGUARDED = pgmem.CalibrationParams(alarm_threshold=None)
 
 
 @pytest.fixture
@@ -102,19 +106,20 @@ def test_bad_feedback_arguments_are_input_errors(
 
 
 def test_beta_without_feedback_packs_like_relevance(store: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
-    beta = pgmem.pack(store, QUESTION, mode="beta", embedder=hashing)
+    beta = pgmem.pack(store, QUESTION, mode="beta", embedder=hashing, calibration=UNGUARDED)
     relevance = pgmem.pack(store, QUESTION, mode="relevance", embedder=hashing)
     assert [i.note_id for i in beta.items] == [i.note_id for i in relevance.items]
     assert all(f.regularizer == 0.0 for f in beta.diagnostics.families)
 
 
 def test_beta_learns_from_feedback_and_reset_forgets(store: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
-    before = pgmem.pack(store, QUESTION, mode="beta", budget=4, embedder=hashing)
-    calibrated_before = pgmem.pack(store, QUESTION, budget=4, embedder=hashing)
+    # Alarm off: what is measured here is what the beta mode learns (see UNGUARDED).
+    before = pgmem.pack(store, QUESTION, mode="beta", budget=4, embedder=hashing, calibration=UNGUARDED)
+    calibrated_before = pgmem.pack(store, QUESTION, budget=4, embedder=hashing, calibration=UNGUARDED)
     assert not before.diagnostics.degraded
     for _ in range(5):
         pgmem.feedback(store, helpful=_ids(store, "wire"), unhelpful=_ids(store, "tabloid"))
-    after = pgmem.pack(store, QUESTION, mode="beta", budget=4, embedder=hashing, log=True)
+    after = pgmem.pack(store, QUESTION, mode="beta", budget=4, embedder=hashing, log=True, calibration=UNGUARDED)
     tabloid = after.diagnostics.family("tabloid")
     assert tabloid.feedback_unhelpful == 20.0
     assert tabloid.feedback_z < 0 < after.diagnostics.family("wire").feedback_z
@@ -128,14 +133,14 @@ def test_beta_learns_from_feedback_and_reset_forgets(store: psycopg.Connection[A
     ).fetchone()
     assert logged == (20.0, True, True)
     # The calibrated mode does not read feedback: the same pack as before it was given.
-    calibrated = pgmem.pack(store, QUESTION, budget=4, embedder=hashing)
+    calibrated = pgmem.pack(store, QUESTION, budget=4, embedder=hashing, calibration=UNGUARDED)
     assert [i.note_id for i in calibrated.items] == [i.note_id for i in calibrated_before.items]
     assert calibrated.diagnostics.families[0].regularizer == calibrated_before.diagnostics.families[0].regularizer
     assert pgmem.reset_feedback(store, namespace="default", families=["tabloid"]) == 20
     assert set(_totals(store)) == {"wire"}
     assert pgmem.reset_feedback(store, namespace="default") == 20
     assert _totals(store) == {}
-    again = pgmem.pack(store, QUESTION, mode="beta", budget=4, embedder=hashing)
+    again = pgmem.pack(store, QUESTION, mode="beta", budget=4, embedder=hashing, calibration=UNGUARDED)
     assert [i.note_id for i in again.items] == [i.note_id for i in before.items]
 
 

@@ -1,7 +1,7 @@
 """Stage one faster with the same rows: static scoring, one named-parameter candidate search, pgmem.bm25_v1.
 
 Revision ID: 0008
-Revises: 0010
+Revises: 0007
 Create Date: 2026-12-01
 """
 
@@ -10,8 +10,7 @@ from __future__ import annotations
 from pgmem.db.migrate import run_sql_file
 
 revision = "0008"
-# After 0010 (merged first); the lead renumbers if another migration lands between.
-down_revision = "0010"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

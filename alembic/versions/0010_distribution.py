@@ -1,7 +1,7 @@
 """Distribution by namespace: every key of a per-namespace table includes the namespace.
 
 Revision ID: 0010
-Revises: 0007
+Revises: 0009
 Create Date: 2026-12-01
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pgmem.db.migrate import run_sql_file
 
 revision = "0010"
-down_revision = "0007"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 

@@ -34,6 +34,8 @@ SELECT create_distributed_table('pgmem.pack_log_rejections', 'namespace', coloca
 SELECT create_distributed_table('pgmem.namespace_grants', 'namespace', colocate_with => 'pgmem.namespaces');
 SELECT create_distributed_table('pgmem.forget_audit', 'namespace', colocate_with => 'pgmem.namespaces');
 SELECT create_distributed_table('pgmem.compaction_log', 'namespace', colocate_with => 'pgmem.namespaces');
+SELECT create_distributed_table('pgmem.family_writers', 'namespace', colocate_with => 'pgmem.namespaces');
+SELECT create_distributed_table('pgmem.family_stats', 'namespace', colocate_with => 'pgmem.namespaces');
 
 -- Calls of the form SELECT f(namespace, ...) run whole on the namespace's worker (one
 -- round trip from the coordinator) instead of statement by statement.

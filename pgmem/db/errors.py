@@ -15,6 +15,7 @@ from pgmem.errors import (
     ConfigurationError,
     DatabaseError,
     EmbeddingMismatchError,
+    FamilyRightsError,
     InputError,
     PgmemError,
     SchemaError,
@@ -26,6 +27,10 @@ EMBEDDING_MISMATCH = "PM002"
 UNKNOWN_NOTE = "PM003"
 MODEL_NOT_REGISTERED = "PM004"
 SUPERSEDE_UNREPLACED = "PM005"
+FAMILY_NOT_WRITABLE = "PM006"
+#: The row-level security policy that keeps unbound writers from superseding a bound
+#: family's notes (migration 0009); PostgreSQL names it in its 42501 message.
+SUPERSEDE_FAMILY_POLICY = "supersede_family_right"
 
 #: Constraints of pgmem's tables that a caller's data (or raw SQL) can violate, and
 #: the rule each one states.
@@ -122,8 +127,16 @@ def translate(exc: psycopg.Error, action: str) -> PgmemError:
     if state == MODEL_NOT_REGISTERED:
         hint = (exc.diag.message_hint or "").strip()
         return ConfigurationError(f"{action}: {message}" + (f". {hint}" if hint else ""))
+    if state == FAMILY_NOT_WRITABLE:
+        hint = (exc.diag.message_hint or "").strip()
+        return FamilyRightsError(f"{action}: {message}" + (f". {hint}" if hint else ""))
     if state in (NOTE_IMMUTABLE, UNKNOWN_NOTE, SUPERSEDE_UNREPLACED, "22023"):
         return InputError(f"{action}: {message}")
+    if isinstance(exc, pg_errors.InsufficientPrivilege) and f'"{SUPERSEDE_FAMILY_POLICY}"' in message:
+        return FamilyRightsError(
+            f"{action}: the note to replace belongs to a family bound to other writer roles"
+            " (pgmem.bind_family): only its bound writers and admins may supersede it"
+        )
     rule = CONSTRAINT_RULES.get(exc.diag.constraint_name or "")
     if rule is not None and isinstance(exc, pg_errors.IntegrityError):
         # Only a unique key's detail is quoted: it names the span, not the row's content.

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import random
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -32,11 +33,12 @@ from pgmem.embeddings import Embedder, embed_unique
 from pgmem.errors import ConfigurationError
 from pgmem.eval.datasets import EvalCorpus, EvalQuestion
 from pgmem.eval.metrics import QuestionResult
+from pgmem.eval.stress import attack_targets
 from pgmem.params import CalibrationParams, PackParams, StageOneParams, check_mode
 from pgmem.retrieval.pipeline import PackRequest, fetch_pool, finish_pack, prepare_pack
 from pgmem.retrieval.pool import Pool
 from pgmem.types import Candidate
-from pgmem.validate import check_namespace, whole
+from pgmem.validate import between, check_namespace, whole
 
 PGMEM_MODES = ("calibrated", "relevance", "raw_bonus", "beta")
 BASELINES = ("dense", "lexical", "rrf")
@@ -59,9 +61,14 @@ class RunConfig:
     feedback_folds: int = 2
     #: Seed of the fold assignment.
     seed: int = 0
+    #: Share of the beta mode's training judgements flipped at random (noisy feedback).
+    feedback_noise: float = 0.0
+    #: The attacker judges its own packed notes helpful (adversarial feedback).
+    adversarial_feedback: bool = False
 
     def __post_init__(self) -> None:
         whole("feedback_folds", self.feedback_folds, 2, 20)
+        between("feedback_noise", self.feedback_noise, 0.0, 1.0)
 
     def pack_params(self) -> PackParams:
         return PackParams(budget=self.budget) if self.packing is None else self.packing
@@ -199,6 +206,7 @@ class _Session:
         vectors = embed_unique(embedder, [q.question for q in corpus.questions])
         self.vectors = {q.id: vector for q, vector in zip(corpus.questions, vectors, strict=True)}
         self.gold_documents = gold_documents(corpus)
+        self.poisoned = {note for notes in attack_targets(corpus).values() for note in notes}
 
     def namespace(self, question: EvalQuestion) -> str:
         return self.config.namespace_prefix + question.namespace
@@ -222,8 +230,16 @@ class _Session:
         request = dataclasses.replace(self.request(question), mode="beta")
         items = finish_pack(request, fetch_pool(self.conn, request)).items
         gold = set(question.gold)
-        helpful = [item.note_id for item in items if (item.external_id or item.note_id) in gold]
-        unhelpful = [item.note_id for item in items if (item.external_id or item.note_id) not in gold]
+        judged = {item.note_id: (item.external_id or item.note_id) in gold for item in items}
+        if self.config.feedback_noise > 0:
+            rng = random.Random(f"{self.config.seed}:{question.id}")
+            judged = {note: label != (rng.random() < self.config.feedback_noise) for note, label in judged.items()}
+        if self.config.adversarial_feedback:
+            for item in items:
+                if (item.external_id or item.note_id) in self.poisoned:
+                    judged[item.note_id] = True
+        helpful = [note for note, label in judged.items() if label]
+        unhelpful = [note for note, label in judged.items() if not label]
         if items:
             feedback(self.conn, namespace=self.namespace(question), helpful=helpful, unhelpful=unhelpful)
         return len(helpful), len(unhelpful)
@@ -269,6 +285,7 @@ def evaluate(
     *,
     systems: Sequence[str] = SYSTEMS,
     progress: Callable[[int], None] | None = None,
+    ingested: bool = False,
 ) -> RunResult:
     """Ingest ``corpus`` (idempotent) and run ``systems`` on every question.
 
@@ -277,13 +294,20 @@ def evaluate(
     questions (LoCoMo category 5) are run too; their results carry the category so
     reports can show them apart. With the ``beta`` mode, the evaluation namespaces'
     feedback is reset and relearned per fold (see the module docstring); ``progress``
-    then also counts the training packs (:func:`evaluation_steps`).
+    then also counts the training packs (:func:`evaluation_steps`). With ``ingested``
+    the corpus is taken to be in its namespaces already (written by an earlier run with
+    the same ``namespace_prefix``) and is not ingested again.
+
+    The beta mode's training judgements are the packed gold notes helpful and the rest
+    not (an upper bound: perfect feedback); ``config.feedback_noise`` flips a random
+    share of them, and ``config.adversarial_feedback`` has the attacker judge its own
+    packed (poisoned) notes helpful.
     """
     config = config or RunConfig()
     unknown = sorted(set(systems) - set(SYSTEMS))
     if unknown:
         raise ConfigurationError(f"systems has unknown {unknown}; choose from {', '.join(SYSTEMS)}")
-    ingest_seconds = ingest_corpus(conn, corpus, embedder, config)
+    ingest_seconds = 0.0 if ingested else ingest_corpus(conn, corpus, embedder, config)
     session = _Session(conn, corpus, embedder, config)
     by_question: dict[str, dict[str, QuestionResult]] = {}
     diagnostics: list[PoolDiagnostics] = []

@@ -255,21 +255,36 @@ def poison(
     share: float = 1.0,
     per_question: int = 5,
     families: str = "one",
+    style: str = "verbatim",
     seed: int = 0,
 ) -> EvalCorpus:
     """PoisonedRAG-style poisoning of a random ``share`` of the questions with gold ids.
 
     ``round(share * q)`` of the ``q`` questions with gold evidence are drawn; each gets
-    ``per_question`` notes ``poison-<question id>-<i>`` (``i`` from 0) in its namespace,
-    the question's text followed by a false claim, from family ``"attacker"``
-    (``families="one"``) or ``"attacker-1"`` .. ``"attacker-<per_question>"`` (``"spread"``,
-    one note each); metadata ``{"poisoned": true, "attack": "poison", "target": <question
-    id>}``. Read the attacked questions back with :func:`attack_targets`.
+    ``per_question`` notes ``poison-<question id>-<i>`` (``i`` from 0) in its namespace.
+
+    ``families`` names the attacker's families: ``"one"`` (every note in family
+    ``"attacker"``), ``"spread"`` (``"attacker-1"`` .. ``"attacker-<per_question>"``, one
+    note each, the same names for every question), ``"fresh"`` (one note per family never
+    seen before: ``"src-<question id>-<i>"``) or ``"lookalike"`` (one family per namespace
+    imitating the namespace's largest family: its name with ``o`` written ``0`` and ``l``
+    written ``1``, or ``"<name>."`` when it has neither letter).
+
+    ``style`` is the text: ``"verbatim"`` (the question followed by a false claim),
+    ``"paraphrase"`` (the question's content words, reordered and thinned by the seed,
+    in a sentence of their own, then the false claim: echoes less of the question) or
+    ``"echo"`` (the question's content words repeated twice and no claim: keyword
+    stuffing that only wins retrieval).
+
+    Metadata ``{"poisoned": true, "attack": "poison", "target": <question id>}``. Read the
+    attacked questions back with :func:`attack_targets`.
     """
     _check_share("share", share)
     _check_count("per_question", per_question, 1)
-    if families not in ("one", "spread"):
-        raise ConfigurationError(f"families must be 'one' or 'spread', got {families!r}")
+    if families not in _POISON_FAMILIES:
+        raise ConfigurationError(f"families must be one of {', '.join(_POISON_FAMILIES)}, got {families!r}")
+    if style not in _POISON_STYLES:
+        raise ConfigurationError(f"style must be one of {', '.join(_POISON_STYLES)}, got {style!r}")
     rng = random.Random(seed)
     candidates = _attackable(corpus)
     chosen = set(rng.sample(range(len(candidates)), round(share * len(candidates))))
@@ -280,12 +295,93 @@ def poison(
         offset = rng.randrange(len(_FALSE_CLAIMS))
         for i in range(per_question):
             note_id = f"poison-{question.id}-{i}"
-            family = "attacker" if families == "one" else f"attacker-{i + 1}"
+            family = _attacker_family(corpus, question, families, i)
             metadata = {"poisoned": True, "attack": "poison", "target": question.id}
             injected.setdefault(question.namespace, []).append(
-                _note(note_id, _false_claim(question, offset + i), family, metadata)
+                _note(note_id, _poison_text(question, style, offset + i, rng), family, metadata)
             )
     return _with_injected(corpus, injected)
+
+
+_POISON_FAMILIES = ("one", "spread", "fresh", "lookalike")
+_POISON_STYLES = ("verbatim", "paraphrase", "echo")
+_QUESTION_WORDS = frozenset(
+    [
+        "what",
+        "when",
+        "where",
+        "who",
+        "whom",
+        "whose",
+        "which",
+        "why",
+        "how",
+        "did",
+        "does",
+        "do",
+        "is",
+        "was",
+        "were",
+        "are",
+        "the",
+        "a",
+        "an",
+        "of",
+        "to",
+        "in",
+        "on",
+        "for",
+        "and",
+        "or",
+        "by",
+        "with",
+        "at",
+        "from",
+        "that",
+        "this",
+    ]
+)
+
+
+def _content_words(question: EvalQuestion) -> list[str]:
+    words = [word.strip("?.,!;:'\"") for word in question.question.split()]
+    return [word for word in words if word and word.lower() not in _QUESTION_WORDS]
+
+
+def _poison_text(question: EvalQuestion, style: str, index: int, rng: random.Random) -> str:
+    if style == "verbatim":
+        return _false_claim(question, index)
+    words = _content_words(question) or [question.question.strip()]
+    if style == "echo":
+        return " ".join(words + words)
+    kept = [word for word in words if rng.random() >= 1 / 3] or words[:1]
+    rng.shuffle(kept)
+    claim = _false_claim(question, index)[len(question.question.strip()) + 1 :]
+    return f"People keep asking about {' '.join(kept)}. {claim}"
+
+
+def _lookalike(name: str) -> str:
+    imitation = name.replace("o", "0").replace("l", "1")
+    return imitation if imitation != name else f"{name}."
+
+
+def _attacker_family(corpus: EvalCorpus, question: EvalQuestion, families: str, index: int) -> str:
+    if families == "one":
+        return "attacker"
+    if families == "spread":
+        return f"attacker-{index + 1}"
+    if families == "fresh":
+        return f"src-{question.id}-{index}"
+    return _lookalike(_largest_family(corpus, question.namespace))
+
+
+def _largest_family(corpus: EvalCorpus, namespace: str) -> str:
+    counts: dict[str, int] = {}
+    for span in corpus.spans.get(namespace, ()):
+        counts[span.family] = counts.get(span.family, 0) + 1
+    if not counts:
+        return "attacker"
+    return min(counts, key=lambda family: (-counts[family], family))
 
 
 def temporal_drift(corpus: EvalCorpus, *, share: float = 0.5, seed: int = 0) -> EvalCorpus:
@@ -362,6 +458,17 @@ CONDITIONS: Mapping[str, Callable[..., EvalCorpus]] = {
     "spoof": functools.partial(spoof_provenance, per_question=3),
     "poison-one": functools.partial(poison, share=1.0, per_question=5, families="one"),
     "poison-spread": functools.partial(poison, share=1.0, per_question=5, families="spread"),
+    # Variations of the attack (issue 13): how many notes, which share of the questions,
+    # how the text echoes the question, how the attacker names its families.
+    "poison-one-3": functools.partial(poison, share=1.0, per_question=3, families="one"),
+    "poison-one-1": functools.partial(poison, share=1.0, per_question=1, families="one"),
+    "poison-quarter": functools.partial(poison, share=0.25, per_question=5, families="one"),
+    "poison-quarter-para": functools.partial(poison, share=0.25, per_question=5, families="one", style="paraphrase"),
+    "poison-para": functools.partial(poison, share=1.0, per_question=5, families="one", style="paraphrase"),
+    "poison-echo": functools.partial(poison, share=1.0, per_question=5, families="one", style="echo"),
+    "poison-lookalike": functools.partial(poison, share=1.0, per_question=5, families="lookalike"),
+    "poison-fresh": functools.partial(poison, share=1.0, per_question=5, families="fresh"),
+    "poison-quarter-fresh": functools.partial(poison, share=0.25, per_question=5, families="fresh"),
     "drift": functools.partial(temporal_drift, share=0.5),
     "sparse": functools.partial(sparse_pools, keep=5),
 }

@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from pgmem.errors import InputError
 from pgmem.params import CalibrationParams, Mode, check_mode
+from pgmem.retrieval.alarm import family_signals
 from pgmem.retrieval.pool import Pool
 from pgmem.types import FamilyAggregate, FamilyCalibration
 
@@ -58,11 +59,18 @@ class Calibration:
     degraded_reasons: tuple[str, ...]
     families: tuple[FamilyCalibration, ...]
     eps: float
+    #: At most this many notes of a quarantined family are packed.
+    quarantine_cap: int = 1
     _regularizers: Mapping[str, float] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         regularizers = {record.family: record.regularizer for record in self.families}
         object.__setattr__(self, "_regularizers", regularizers)
+
+    @property
+    def quarantined(self) -> frozenset[str]:
+        """The families the alarm quarantined in this pool."""
+        return frozenset(record.family for record in self.families if record.quarantined)
 
     def regularizer(self, family: str) -> float:
         """Return the regulariser ``reg_f`` of ``family``.
@@ -178,7 +186,7 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
     degraded = bool(reasons)
     families = sorted(pool.families, key=lambda aggregate: aggregate.family)
     if not families:
-        return Calibration(mode, degraded, reasons, (), params.eps)
+        return Calibration(mode, degraded, reasons, (), params.eps, params.quarantine_cap)
 
     count = np.array([f.count for f in families], dtype=np.float64)
     score_sum = np.array([f.score_sum for f in families], dtype=np.float64)
@@ -208,6 +216,16 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
         signal = params.gamma * (2.0 * reliability - 1.0) * (1.0 - uncertainty)
     regularizer = _regularizer(mode, degraded, params.gamma, count, signal)
     floor_dominated = params.var_floor > spread
+    names = [aggregate.family for aggregate in families]
+    signals = family_signals(pool, names, shrunk_z, params.tau, params.recency_window)
+    threshold = params.alarm_threshold
+    alarmed = [threshold is not None and signals[name].score >= threshold for name in names]
+    # The alarm is a defence, not a calibration: it quarantines in every mode but the
+    # relevance-only ablation, degraded pool or not, so no mode ever rewards a flagged family.
+    quarantined = [flag and mode != "relevance" for flag in alarmed]
+    for i, flag in enumerate(quarantined):
+        if flag:
+            regularizer[i] = -params.quarantine_penalty * signals[names[i]].score
 
     records = tuple(
         FamilyCalibration(
@@ -228,10 +246,20 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
             feedback_unhelpful=aggregate.feedback_unhelpful,
             feedback_reliability=float(feedback_reliability[i]),
             feedback_z=float(feedback_z[i]),
+            namespace_count=signals[aggregate.family].namespace_count,
+            pool_share=signals[aggregate.family].pool_share,
+            namespace_share=signals[aggregate.family].namespace_share,
+            newness=signals[aggregate.family].newness,
+            duplicate_density=signals[aggregate.family].duplicate_density,
+            question_echo=signals[aggregate.family].question_echo,
+            alarm_score=signals[aggregate.family].score,
+            alarm_threshold=threshold,
+            alarmed=alarmed[i],
+            quarantined=quarantined[i],
         )
         for i, aggregate in enumerate(families)
     )
-    return Calibration(mode, degraded, reasons, records, params.eps)
+    return Calibration(mode, degraded, reasons, records, params.eps, params.quarantine_cap)
 
 
 def _beta_reliability(

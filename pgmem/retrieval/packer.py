@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +29,8 @@ BELOW_MINIMUM = "below_minimum"
 ROLE_QUOTA = "role_quota"
 FAMILY_CAP = "family_cap"
 TOKEN_BUDGET = "token_budget"
-REJECTION_REASONS: tuple[str, ...] = (OVERLAP, BELOW_MINIMUM, ROLE_QUOTA, FAMILY_CAP, TOKEN_BUDGET)
+QUARANTINE = "quarantine"
+REJECTION_REASONS: tuple[str, ...] = (OVERLAP, BELOW_MINIMUM, ROLE_QUOTA, FAMILY_CAP, TOKEN_BUDGET, QUARANTINE)
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
@@ -102,10 +103,14 @@ def rank_and_pack(
     repeating a packed one waits behind a fresh one. For each pick, the first rule that
     refuses it names the rejection: ``overlap`` (max_overlap above
     ``overlap_hard_threshold``), ``below_minimum`` (decayed below
-    ``minimum_effective_score``), ``role_quota``, ``family_cap``, ``token_budget`` (its
-    tokens exceed what remains; the scan goes on, a shorter note may fit). The scan
-    stops when ``budget`` notes are selected, the token budget is used up exactly, or
-    the candidates run out; candidates never picked are neither packed nor rejected.
+    ``minimum_effective_score``), ``role_quota``, ``family_cap``, ``quarantine``
+    (the family alarm quarantined its family and ``quarantine_cap`` of its notes are
+    already packed; when every candidate belongs to a quarantined family they are
+    picked again, in order, after all others and packed if the budget has room, so
+    quarantine never empties a pack), ``token_budget`` (its tokens exceed what remains;
+    the picks go on, a shorter note may fit). Picking stops when ``budget`` notes are
+    selected, the token budget is used up exactly, or the candidates run out;
+    candidates never picked are neither packed nor rejected.
 
     Parameters
     ----------
@@ -122,7 +127,7 @@ def rank_and_pack(
     -------
     PackResult
         The packed items (``rank`` 1-based in selection order) and the rejections in
-        pick order.
+        pick order, the ``quarantine`` rejections last.
 
     Raises
     ------
@@ -148,26 +153,41 @@ def rank_and_pack(
     final_scores: list[float] = final.tolist()
     order = sorted(range(len(candidates)), key=lambda i: (-final_scores[i], candidates[i].note_id))
     overlaps = _Overlaps(candidates)
-
+    quarantined = calibration.quarantined
     items: list[PackItem] = []
     rejections: list[Rejection] = []
     per_role: Counter[str] = Counter()
     per_family: Counter[str] = Counter()
     tokens_left = params.token_budget
-    remaining = order
-    while remaining:
+    # Notes of a quarantined family past its cap are deferred: when the pool holds
+    # nothing but quarantined families (no other evidence to prefer), a second pass packs
+    # them, so a false alarm on a one-family pool never empties the pack. Otherwise they
+    # stay out, even if the pack ends short: an attacker crowding the pool must not get
+    # in through the gap it made.
+    deferred: list[int] = []
+    held: dict[int, Rejection] = {}
+    refill = all(candidate.family in quarantined for candidate in candidates)
+
+    def decayed_score(index: int) -> float:
+        return final_scores[index] - params.overlap_decay * overlaps.largest(index)
+
+    def picks() -> Iterator[tuple[bool, int]]:
+        """(second pass?, candidate) in pick order."""
+        remaining = list(order)
+        while remaining:
+            position = 0
+            if params.order == "decayed":
+                # The remaining candidate with the best decayed score given what is packed
+                # (ties: the better final score, then the note id — the scan order).
+                scores = [decayed_score(index) for index in remaining]
+                position = scores.index(max(scores))
+            yield False, remaining.pop(position)
+        if refill:
+            yield from ((True, index) for index in deferred)
+
+    for filling, index in picks():
         if len(items) >= params.budget or tokens_left == 0:
             break
-        if params.order == "decayed":
-            # The remaining candidate with the best decayed score given what is packed
-            # (ties: the better final score, then the note id — the scan order).
-            position = max(
-                range(len(remaining)),
-                key=lambda p: (final_scores[remaining[p]] - params.overlap_decay * overlaps.largest(remaining[p]), -p),
-            )
-        else:
-            position = 0
-        index = remaining.pop(position)
         candidate = candidates[index]
         max_overlap, overlaps_with = overlaps.largest(index), overlaps.with_note(index)
         decayed = final_scores[index] - params.overlap_decay * max_overlap
@@ -181,26 +201,38 @@ def rank_and_pack(
             reason = ROLE_QUOTA
         elif params.family_cap is not None and per_family[candidate.family] >= params.family_cap:
             reason = FAMILY_CAP
+        elif (
+            not filling
+            and candidate.family in quarantined
+            and per_family[candidate.family] >= calibration.quarantine_cap
+        ):
+            reason = QUARANTINE
         elif tokens_left is not None:
             tokens = token_counter(candidate.text)
             if tokens < 0:
                 raise InputError(f"token_counter must return a count >= 0, got {tokens!r}")
             if tokens > tokens_left:
                 reason = TOKEN_BUDGET
+        if filling and reason is not None:
+            continue  # it stays rejected for its quarantine
         if reason is not None:
-            rejections.append(
-                Rejection(
-                    note_id=candidate.note_id,
-                    family=candidate.family,
-                    role=candidate.role,
-                    reason=reason,
-                    final_score=final_scores[index],
-                    decayed_score=decayed,
-                    max_overlap=max_overlap,
-                    overlaps_note_id=overlaps_with,
-                )
+            rejection = Rejection(
+                note_id=candidate.note_id,
+                family=candidate.family,
+                role=candidate.role,
+                reason=reason,
+                final_score=final_scores[index],
+                decayed_score=decayed,
+                max_overlap=max_overlap,
+                overlaps_note_id=overlaps_with,
             )
+            if reason == QUARANTINE:
+                deferred.append(index)
+                held[index] = rejection
+            else:
+                rejections.append(rejection)
             continue
+        held.pop(index, None)
         overlaps.select(index)
         per_role[candidate.role] += 1
         per_family[candidate.family] += 1
@@ -232,7 +264,7 @@ def rank_and_pack(
                 boosts=candidate.boosts,
             )
         )
-    return PackResult(tuple(items), tuple(rejections))
+    return PackResult(tuple(items), tuple(rejections) + tuple(held.values()))
 
 
 class _Overlaps:

@@ -32,24 +32,36 @@ class Pool:
     families: tuple[FamilyAggregate, ...]
     feedback_helpful: float = 0.0
     feedback_unhelpful: float = 0.0
+    #: The question the pool was searched for (the family alarm measures echo against it).
+    query: str = ""
+    #: Notes in the namespace (0 = unknown) and seconds since it was created (None = unknown).
+    namespace_notes: int = 0
+    namespace_age_seconds: float | None = None
 
     @classmethod
     def from_candidates(
         cls,
         candidates: Iterable[Candidate],
         feedback: Mapping[str, tuple[float, float]] | None = None,
+        *,
+        query: str = "",
+        namespace_counts: Mapping[str, int] | None = None,
     ) -> Pool:
         """Build a pool and compute its aggregates exactly as DESIGN §3.1 defines them.
 
         ``feedback`` maps a family to its summed (helpful, unhelpful) feedback weights;
         the namespace totals are their sums (families outside the pool included).
+        ``query`` is the question; ``namespace_counts`` maps every family of the
+        namespace to its note count (the namespace's size is their sum).
         """
         rows = tuple(candidates)
         feedback = feedback or {}
         helpful_total = float(sum(h for h, _ in feedback.values()))
         unhelpful_total = float(sum(u for _, u in feedback.values()))
+        counts = namespace_counts or {}
+        namespace_notes = int(sum(counts.values()))
         if not rows:
-            return cls(rows, 0, 0.0, 0.0, 0.0, (), helpful_total, unhelpful_total)
+            return cls(rows, 0, 0.0, 0.0, 0.0, (), helpful_total, unhelpful_total, query, namespace_notes)
         scores = np.array([c.base_score for c in rows], dtype=np.float64)
         size = len(rows)
         by_family: dict[str, list[Candidate]] = {}
@@ -63,6 +75,7 @@ class Pool:
                 mean_confidence=float(np.mean([m.confidence for m in members])),
                 feedback_helpful=float(feedback.get(name, (0.0, 0.0))[0]),
                 feedback_unhelpful=float(feedback.get(name, (0.0, 0.0))[1]),
+                namespace_count=int(counts.get(name, 0)),
             )
             for name, members in sorted(by_family.items())
         )
@@ -77,4 +90,6 @@ class Pool:
             families=families,
             feedback_helpful=helpful_total,
             feedback_unhelpful=unhelpful_total,
+            query=query,
+            namespace_notes=namespace_notes,
         )

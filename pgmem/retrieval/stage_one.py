@@ -82,13 +82,17 @@ def run_stage_one(conn: psycopg.Connection[Any], arguments: dict[str, Any], time
         # prepare=False: a server-side prepare would add a round trip on the Nth call,
         # and the dynamic SQL inside stage_one_v1 is planned per call anyway.
         rows = run(conn, "stage_one", arguments, prepare=False).fetchall()
-    return pool_from_rows(rows)
+    return pool_from_rows(rows, query=str(arguments["query"]))
 
 
-def pool_from_rows(rows: list[dict[str, Any]]) -> Pool:
+def _seconds(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def pool_from_rows(rows: list[dict[str, Any]], *, query: str = "") -> Pool:
     """A :class:`Pool` whose aggregates are the SQL window functions' values."""
     if not rows:
-        return Pool((), 0, 0.0, 0.0, 0.0, ())
+        return Pool((), 0, 0.0, 0.0, 0.0, (), query=query)
     candidates: list[Candidate] = []
     families: dict[str, FamilyAggregate] = {}
     for row in rows:
@@ -124,6 +128,8 @@ def pool_from_rows(rows: list[dict[str, Any]]) -> Pool:
             float(row["family_mean_confidence"]),
             float(row["family_feedback_helpful"]),
             float(row["family_feedback_unhelpful"]),
+            int(row["family_namespace_count"]),
+            _seconds(row["family_age_seconds"]),
         )
     first = rows[0]
     return Pool(
@@ -136,4 +142,7 @@ def pool_from_rows(rows: list[dict[str, Any]]) -> Pool:
         families=tuple(families[name] for name in sorted(families)),
         feedback_helpful=float(first["namespace_feedback_helpful"]),
         feedback_unhelpful=float(first["namespace_feedback_unhelpful"]),
+        query=query,
+        namespace_notes=int(first["namespace_note_count"]),
+        namespace_age_seconds=_seconds(first["namespace_age_seconds"]),
     )
