@@ -8,6 +8,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.types.json import Jsonb
 from schema_catalog import Snapshot, catalog_snapshot, differing_kinds, snapshot_differences
 
 import pgmem
@@ -152,8 +153,6 @@ def test_upgrading_to_0004_closes_what_older_versions_left_open(
     erased words, judgements and logged question behind. The upgrade clears them."""
     from helpers import make_spans, stats_are_consistent
 
-    from pgmem.retrieval.pipeline import log_document
-
     _replay_chain(fresh_database, "0003")
     gone = f"t_gone_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(server_dsn, autocommit=True) as cluster:
@@ -162,9 +161,16 @@ def test_upgrading_to_0004_closes_what_older_versions_left_open(
         ids = pgmem.ingest(
             conn, make_spans(["Xylophonic secret of Brevaldo.", "Public fact."]), embedder=hashing
         ).note_ids
-        # Logged as 0003 logged packs (pack(log=True) now writes through 0007's log_pack_v2).
-        pack, document = log_document(pgmem.pack(conn, "Xylophonic Brevaldo secret", embedder=hashing))
-        conn.execute("SELECT pgmem.log_pack_v1(%(pack)s)", document)
+        # A pack that packed the note, logged as 0003 logged packs (today's pack() reads
+        # tables of later migrations, so the document is written as 0003's log_pack_v1 reads it).
+        pack_id = str(uuid.uuid4())
+        document = {
+            "namespace": "default", "pack_id": pack_id, "query": "Xylophonic Brevaldo secret",
+            "mode": "calibrated", "embedding_model": hashing.name, "degraded": False, "degraded_reasons": [],
+            "pool_size": 2, "pool_mean": 0.5, "pool_variance": 0.1, "entropy": 0.0, "note_ids": [ids[0]],
+            "parameters": {}, "hints": {}, "rejections": [], "timings_ms": {}, "families": [],
+        }  # fmt: skip
+        conn.execute("SELECT pgmem.log_pack_v1(%s)", (Jsonb(document),))
         pgmem.feedback(conn, helpful=[ids[0]], unhelpful=[ids[1]])
         conn.execute("SELECT pgmem.grant_namespace_v1(%s, 'default')", (gone,))
         conn.execute("SELECT pgmem.forget_v1('default', 'notes', %s, 'erasure')", ([ids[0]],))
@@ -185,9 +191,7 @@ def test_upgrading_to_0004_closes_what_older_versions_left_open(
             0.0,
             1.0,
         )
-        assert conn.execute("SELECT count(*) FROM pgmem.pack_log WHERE pack_id = %s", (pack.pack_id,)).fetchone() == (
-            0,
-        )
+        assert conn.execute("SELECT count(*) FROM pgmem.pack_log WHERE pack_id = %s", (pack_id,)).fetchone() == (0,)
 
 
 def test_0005_stops_on_a_store_with_two_notes_on_one_span(fresh_database: str, hashing: Any) -> None:
