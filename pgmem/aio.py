@@ -100,7 +100,7 @@ async def fetch_pool(conn: psycopg.AsyncConnection[Any], request: PackRequest) -
             # prepare=False as in the sync driver: the dynamic SQL is planned per call anyway.
             cursor = await run_async(conn, "stage_one", request.stage_one_arguments(), prepare=False)
             rows = await cursor.fetchall()
-    return pool_from_rows(rows)
+    return pool_from_rows(rows, query=request.question)
 
 
 async def log_pack(conn: psycopg.AsyncConnection[Any], evidence: Pack) -> Pack:
