@@ -184,6 +184,7 @@ def _cmd_eval_compaction(args: argparse.Namespace, console: Console) -> int:
         limit_conversations=args.limit_conversations,
         ask=args.ask,
         limit_questions=args.limit_questions,
+        limit_sessions=args.limit_sessions,
     )
     chat = _eval_chat(args) if args.chat else None
     corpus = load_dataset(args.dataset, Path(args.data_dir))
@@ -308,6 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="ask each question once its evidence was seen (default) or all at the conversation's end",
     )
     p_compaction.add_argument("--limit-questions", type=int, help="only the first N questions of each conversation")
+    p_compaction.add_argument(
+        "--limit-sessions", type=int, help="only the first N sessions of each conversation (and their questions)"
+    )
     p_compaction.add_argument(
         "--chat",
         action="store_true",

@@ -124,6 +124,8 @@ def test_bad_eval_configuration() -> None:
         CompactionEvalConfig(ask="later")
     with pytest.raises(ConfigurationError, match="limit_questions must be >= 1"):
         CompactionEvalConfig(limit_questions=0)
+    with pytest.raises(ConfigurationError, match="limit_sessions must be >= 1"):
+        CompactionEvalConfig(limit_sessions=0)
 
 
 def test_questions_asked_at_the_end_meet_the_oldest_evidence(conn: psycopg.Connection[Any], tiny_locomo: Path) -> None:
@@ -163,6 +165,7 @@ def test_eval_compaction_with_a_model_behind_an_openai_compatible_server(
     out = tmp_path / "out"
     argv = ["eval-compaction", "locomo", "--data-dir", str(tiny_locomo.parent.parent), "--out", str(out)]
     argv += ["--caps", "800", "--systems", "rubric+pgmem", "pack", "--limit-questions", "3", "--ask", "end"]
+    argv += ["--limit-sessions", "3"]
     argv += ["--chat", "--chat-model", "fake-model", "--dsn", dsn, "--embedder", "hashing"]
     try:
         assert main(argv) == 0
@@ -189,6 +192,9 @@ def test_eval_compaction_with_a_model_behind_an_openai_compatible_server(
     with psycopg.connect(dsn) as conn:
         models = conn.execute("SELECT DISTINCT model FROM pgmem.compaction_events").fetchall()
     assert models == [("fake-model",)]
+    # Only the first three sessions were replayed: no turn of session 4 reached the model.
+    session_4 = json.loads(tiny_locomo.read_text(encoding="utf-8"))[0]["conversation"]["session_4"]
+    assert not any(turn["text"] in json.dumps(r) for r in server.requests for turn in session_4[:3])
     printed = capsys.readouterr().out
     assert "`fake-model` is rubric judge and summariser" in printed and "answer token F1" in printed
 

@@ -166,6 +166,9 @@ class CompactionEvalConfig:
         (the evidence may be many compactions old).
     limit_questions : int, optional
         Only the first N answerable questions of each conversation (for a slow model).
+    limit_sessions : int, optional
+        Only the first N sessions of each conversation, and the questions whose gold
+        turns all lie in them (for a slow model).
     """
 
     caps: tuple[int, ...] = DEFAULT_CAPS
@@ -173,6 +176,7 @@ class CompactionEvalConfig:
     limit_conversations: int | None = None
     ask: str = "evidence"
     limit_questions: int | None = None
+    limit_sessions: int | None = None
 
     def __post_init__(self) -> None:
         if not self.caps or any(cap < 500 for cap in self.caps):
@@ -183,8 +187,10 @@ class CompactionEvalConfig:
             raise ConfigurationError(f"systems must be among {', '.join(sorted(known))}; got {list(self.systems)}")
         if self.limit_conversations is not None and self.limit_conversations < 1:
             raise ConfigurationError(f"limit_conversations must be >= 1, got {self.limit_conversations}")
-        if self.limit_questions is not None and self.limit_questions < 1:
-            raise ConfigurationError(f"limit_questions must be >= 1, got {self.limit_questions}")
+        for name in ("limit_questions", "limit_sessions"):
+            limit = getattr(self, name)
+            if limit is not None and limit < 1:
+                raise ConfigurationError(f"{name} must be >= 1, got {limit}")
         if self.ask not in ASK_TIMES:
             raise ConfigurationError(f"ask must be one of {', '.join(ASK_TIMES)}, got {self.ask!r}")
 
@@ -300,7 +306,10 @@ def replay_conversation(
 
     With ``chat`` the model is the summariser and rubric judge, and answers every question.
     """
-    sessions = _sessions(spans)
+    sessions = _sessions(spans)[: config.limit_sessions]
+    spans = [s for _, session_spans in sessions for s in session_spans]
+    cut = {str(s.external_id) for s in spans} if config.limit_sessions else None
+    questions = [q for q in questions if cut is None or cut.issuperset(q.gold)]
     turn_session = _session_of_turns(sessions)
     turn_text = {str(s.external_id): s.text for s in spans}
     by_text: dict[str, set[str]] = {}
