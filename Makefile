@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench chat-eval clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_pack.py
+
+# Opt-in, not part of test: eval-compaction --chat on a small slice against a real local
+# model (tools/chat_eval.sh builds llama-cpp-python's server in .venv-chat on first use).
+chat-eval: $(STAMP)
+	PGMEM=$(BIN)/pgmem tools/chat_eval.sh --data-dir ../shared/data --out eval-out/compaction-chat \
+		--caps 2000 --limit-conversations 1 --limit-questions 10 --ask end
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

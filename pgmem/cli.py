@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from pgmem.api import ingest, pack
 from pgmem.db.connection import connect
 from pgmem.db.migrate import migrate
-from pgmem.errors import PgmemError
+from pgmem.errors import ConfigurationError, PgmemError
 from pgmem.ingestion.sources import FAMILY_BY, SplitConfig, spans_from_path
 from pgmem.params import MODES, ROLES, PackParams
 from pgmem.render import print_pack
@@ -182,18 +183,37 @@ def _cmd_eval_compaction(args: argparse.Namespace, console: Console) -> int:
         systems=tuple(args.systems) if args.systems else CompactionEvalConfig().systems,
         limit_conversations=args.limit_conversations,
         ask=args.ask,
+        limit_questions=args.limit_questions,
+        limit_sessions=args.limit_sessions,
     )
+    chat = _eval_chat(args) if args.chat else None
     corpus = load_dataset(args.dataset, Path(args.data_dir))
     # Every cap and system archives the same turns: embed each text once.
     embedder = CachedEmbedder(resolve_embedder(args.embedder))
     started = time.perf_counter()
     with _connection(args) as conn, _progress(console) as progress:
         task = progress.add_task("replaying", total=None)
-        report = run_compaction_eval(conn, corpus, embedder, config, progress=functools.partial(progress.advance, task))
+        advance = functools.partial(progress.advance, task)
+        report = run_compaction_eval(conn, corpus, embedder, config, progress=advance, chat=chat)
     written = write_compaction_outputs(report, Path(args.out))
     console.print(render_compaction_markdown(report), markup=False, highlight=False)
     console.print(f"written: {', '.join(map(str, written))} ({time.perf_counter() - started:.0f} s)")
     return 0
+
+
+def _eval_chat(args: argparse.Namespace) -> Any:
+    """The OpenAIChat of ``eval-compaction --chat``: PGMEM_CHAT_BASE_URL, --chat-model or PGMEM_CHAT_MODEL."""
+    from pgmem.compaction import OpenAIChat
+
+    base_url = os.environ.get("PGMEM_CHAT_BASE_URL", "").strip()
+    if not base_url:
+        raise ConfigurationError(
+            "--chat needs PGMEM_CHAT_BASE_URL, the root of an OpenAI-compatible API (e.g. http://127.0.0.1:8080/v1)"
+        )
+    model = (args.chat_model or os.environ.get("PGMEM_CHAT_MODEL", "")).strip()
+    if not model:
+        raise ConfigurationError("--chat needs a model name: --chat-model or PGMEM_CHAT_MODEL")
+    return OpenAIChat(base_url, model, timeout=args.chat_timeout)
 
 
 def _cmd_growth(args: argparse.Namespace, console: Console) -> int:
@@ -327,6 +347,19 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["evidence", "end"],
         default="evidence",
         help="ask each question once its evidence was seen (default) or all at the conversation's end",
+    )
+    p_compaction.add_argument("--limit-questions", type=int, help="only the first N questions of each conversation")
+    p_compaction.add_argument(
+        "--limit-sessions", type=int, help="only the first N sessions of each conversation (and their questions)"
+    )
+    p_compaction.add_argument(
+        "--chat",
+        action="store_true",
+        help="a real model at PGMEM_CHAT_BASE_URL judges, summarises and answers the questions (docs/compaction.md)",
+    )
+    p_compaction.add_argument("--chat-model", help="model name sent to the server (default $PGMEM_CHAT_MODEL)")
+    p_compaction.add_argument(
+        "--chat-timeout", type=float, default=600.0, help="seconds per chat request (default 600: CPU models are slow)"
     )
 
     p_growth = sub.add_parser(

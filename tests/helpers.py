@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import psycopg
@@ -55,3 +59,62 @@ def stats_are_consistent(conn: psycopg.Connection[Any]) -> None:
             "SELECT count(*), coalesce(sum(lexeme_count), 0) FROM pgmem.notes WHERE namespace = %s", (namespace,)
         ).fetchone()
         assert row == (count, total)
+
+
+def chat_reply(text: str, usage: bool = True, model: str = "fake-model") -> dict[str, Any]:
+    """An OpenAI ``chat.completion`` body answering ``text``."""
+    body: dict[str, Any] = {
+        "id": "c1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+    }
+    if usage:
+        body["usage"] = {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}
+    return body
+
+
+class FakeChatServer:
+    """An OpenAI-compatible /v1/chat/completions on loopback.
+
+    Replies come from ``script`` ((status, body, headers) triples, in order); once it is
+    empty, from ``respond(request) -> text`` if given, else "ok".
+    """
+
+    def __init__(self, respond: Callable[[dict[str, Any]], str] | None = None) -> None:
+        self.script: list[tuple[int, dict[str, Any], dict[str, str]]] = []
+        self.requests: list[dict[str, Any]] = []
+        self.keys: list[str | None] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", "0"))
+                request = json.loads(self.rfile.read(length))
+                server.requests.append(request)
+                server.keys.append(self.headers.get("authorization"))
+                if server.script:
+                    status, body, headers = server.script.pop(0)
+                else:
+                    status, body, headers = 200, chat_reply(respond(request) if respond else "ok"), {}
+                payload = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

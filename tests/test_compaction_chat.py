@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import FakeChatServer as FakeServer
+from helpers import chat_reply as reply
 
 from pgmem import ConfigurationError, PgmemError
 from pgmem.compaction import ChatModel, OpenAIChat
@@ -20,56 +19,6 @@ from pgmem.errors import ChatError
 from pgmem.retrieval.packer import count_tokens
 
 TOKENIZER = Path(__file__).parent.parent / "pgmem" / "models" / "all-MiniLM-L6-v2-tokenizer" / "tokenizer.json"
-
-
-class FakeServer:
-    """Answers /v1/chat/completions from a script of (status, body, headers) replies."""
-
-    def __init__(self) -> None:
-        self.script: list[tuple[int, dict[str, Any], dict[str, str]]] = []
-        self.requests: list[dict[str, Any]] = []
-        self.keys: list[str | None] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length", "0"))
-                server.requests.append(json.loads(self.rfile.read(length)))
-                server.keys.append(self.headers.get("authorization"))
-                status, body, headers = server.script.pop(0) if server.script else (200, reply("ok"), {})
-                payload = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(payload)))
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-def reply(text: str, usage: bool = True, model: str = "fake-model") -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "id": "c1",
-        "object": "chat.completion",
-        "created": 0,
-        "model": model,
-        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
-    }
-    if usage:
-        body["usage"] = {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}
-    return body
 
 
 def error(message: str) -> dict[str, Any]:

@@ -14,12 +14,14 @@ from pgmem.eval.metrics import (
     Difference,
     QuestionResult,
     answer_containment,
+    contains_answer,
     evidence_precision,
     evidence_recall,
     full_support,
     normalise_answer,
     paired_bootstrap,
     summarise,
+    token_f1,
 )
 
 
@@ -117,6 +119,23 @@ def test_containment_is_undefined_without_usable_answers() -> None:
     assert answer_containment(result(answers=(), packed_texts=("anything",))) is None
     assert answer_containment(result(answers=("the", "?!"), packed_texts=("the",))) is None
     assert answer_containment(result(answers=("x",), packed_texts=())) == 0.0
+
+
+def test_a_model_answer_contains_the_gold_answer_as_whole_tokens() -> None:
+    assert contains_answer("She moved to Boston in 2019.", ("boston",)) == 1.0
+    assert contains_answer("She was 17.", (7,)) == 0.0
+    assert contains_answer("anything", ("the",)) is None
+
+
+def test_token_f1_by_hand() -> None:
+    # predicted "caroline went to boston" (4 tokens), gold "boston" (1): P 1/4, R 1, F1 0.4
+    assert token_f1("Caroline went to Boston.", ("Boston",)) == pytest.approx(0.4)
+    assert token_f1("7 May 2023", ("7 May 2023", "May")) == 1.0  # the best gold answer counts
+    assert token_f1("unknown", ("Boston",)) == 0.0
+    assert token_f1("", ("Boston",)) == 0.0
+    assert token_f1("x", ("a", "?")) is None
+    # Bags of tokens: a repeated word is matched once per occurrence in the gold answer.
+    assert token_f1("art art", ("art show",)) == pytest.approx(0.5)
 
 
 # --- summarise --------------------------------------------------------------------

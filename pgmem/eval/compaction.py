@@ -18,6 +18,12 @@ turns whose text, or a citation of whose archived note, is in it; context tokens
 its size. The pgmem policy may call its ``recall`` tool once with the question,
 filling the rest of the cap. The reference ``pack`` is :func:`pgmem.pack` alone over
 every turn seen so far, with the whole cap as its token budget.
+
+With a real model (``chat``, e.g. :class:`~pgmem.compaction.OpenAIChat` on any
+OpenAI-compatible server) the same replay runs with the model as rubric judge and
+summariser, and at each question a small agent (the same model) answers from the live
+context it has then (plus what ``recall`` brought, for pgmem): answer containment and
+token F1 against LoCoMo's answers are reported beside the evidence recall.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import psycopg
 
 from pgmem.api import ingest, pack
 from pgmem.compaction.archive import fetch_notes, message_key, render_message
-from pgmem.compaction.chat import ChatResult
+from pgmem.compaction.chat import ChatModel, ChatResult
 from pgmem.compaction.controller import Compactor
 from pgmem.compaction.policy import PROBE_OPENING, SEARCH_RUBRIC, Gates
 from pgmem.compaction.summary import OPEN_QUESTIONS, cite_sentences
@@ -43,6 +49,7 @@ from pgmem.db.queries import query
 from pgmem.embeddings import Embedder
 from pgmem.errors import ConfigurationError
 from pgmem.eval.datasets import EvalCorpus, EvalQuestion
+from pgmem.eval.metrics import contains_answer, token_f1
 from pgmem.types import Span
 
 #: (label, policy, rebuild) of every system compared; the label is the report's name.
@@ -61,6 +68,15 @@ DEFAULT_CAPS = (2000, 4000, 8000)
 KEEP_LAST_TOKENS = 100
 SYSTEM_PROMPT = "You are a conversational agent with a long memory. Follow the conversation closely."
 TASK = "Follow the conversation between the two speakers and remember it: you will be asked about it later."
+#: Policies that compact at a token threshold below the backstop.
+THRESHOLD_POLICIES = ("fixed", "delete_all", "keep_last")
+#: Completion cap of the answering agent (LoCoMo answers are a few words).
+ANSWER_MAX_TOKENS = 48
+ANSWER_PROMPT = (
+    "Answer this question about the conversation from the context above, in a few words "
+    "(a name, a date, a place or a short phrase). If the context does not say, answer 'unknown'.\n"
+    "Question: {question}"
+)
 _END = re.compile(r"^\[session (\d+) ended\]$")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d[\d,.:/-]*")
 
@@ -148,12 +164,19 @@ class CompactionEvalConfig:
         When each question is asked: at the first session end after all its gold turns
         were seen (default; recency helps), or every question at the conversation's end
         (the evidence may be many compactions old).
+    limit_questions : int, optional
+        Only the first N answerable questions of each conversation (for a slow model).
+    limit_sessions : int, optional
+        Only the first N sessions of each conversation, and the questions whose gold
+        turns all lie in them (for a slow model).
     """
 
     caps: tuple[int, ...] = DEFAULT_CAPS
     systems: tuple[str, ...] = (*(label for label, _, _ in SYSTEMS), PACK_ONLY)
     limit_conversations: int | None = None
     ask: str = "evidence"
+    limit_questions: int | None = None
+    limit_sessions: int | None = None
 
     def __post_init__(self) -> None:
         if not self.caps or any(cap < 500 for cap in self.caps):
@@ -164,6 +187,10 @@ class CompactionEvalConfig:
             raise ConfigurationError(f"systems must be among {', '.join(sorted(known))}; got {list(self.systems)}")
         if self.limit_conversations is not None and self.limit_conversations < 1:
             raise ConfigurationError(f"limit_conversations must be >= 1, got {self.limit_conversations}")
+        for name in ("limit_questions", "limit_sessions"):
+            limit = getattr(self, name)
+            if limit is not None and limit < 1:
+                raise ConfigurationError(f"{name} must be >= 1, got {limit}")
         if self.ask not in ASK_TIMES:
             raise ConfigurationError(f"ask must be one of {', '.join(ASK_TIMES)}, got {self.ask!r}")
 
@@ -176,6 +203,27 @@ class _Tally:
     compactions: int = 0
     dropped: int = 0
     recovered: int = 0
+    containment: list[float] = field(default_factory=list)
+    f1: list[float] = field(default_factory=list)
+    answers: list[dict[str, Any]] = field(default_factory=list)
+
+    def answer(self, chat: ChatModel, context: Sequence[Mapping[str, Any]], question: EvalQuestion) -> None:
+        """Let the agent answer ``question`` from ``context``; score it against the gold answers."""
+        prediction = answer_question(chat, context, question.question)
+        containment = contains_answer(prediction, question.answers)
+        f1 = token_f1(prediction, question.answers)
+        if containment is not None and f1 is not None:
+            self.containment.append(containment)
+            self.f1.append(f1)
+        self.answers.append(
+            {"question": question.question, "gold": list(question.answers), "answer": prediction, "f1": f1}
+        )
+
+
+def answer_question(chat: ChatModel, context: Sequence[Mapping[str, Any]], question: str) -> str:
+    """The agent's short answer to ``question`` with ``context`` as its live context."""
+    asked = {"role": "user", "content": ANSWER_PROMPT.format(question=question)}
+    return chat.complete([*context, asked], max_tokens=ANSWER_MAX_TOKENS).text.strip()
 
 
 def _sessions(spans: Sequence[Span]) -> list[tuple[str, list[Span]]]:
@@ -199,12 +247,19 @@ def _truncate(messages: list[dict[str, Any]], cap: int, counter: TokenCounter) -
 
 
 def _compactor(
-    conn: psycopg.Connection[Any], policy: str, rebuild: str, cap: int, namespace: str, tid: str, embedder: Embedder
+    conn: psycopg.Connection[Any],
+    policy: str,
+    rebuild: str,
+    cap: int,
+    namespace: str,
+    tid: str,
+    embedder: Embedder,
+    chat: ChatModel | None = None,
 ) -> Compactor:
     counter = TokenCounter()
     return Compactor(
         conn,
-        chat=ExtractiveChat(counter),
+        chat=chat or ExtractiveChat(counter),
         namespace=namespace,
         policy=policy,
         rebuild=rebuild,
@@ -245,20 +300,25 @@ def replay_conversation(
     embedder: Embedder,
     tallies: dict[tuple[int, str], _Tally],
     progress: Callable[[int], None] | None = None,
+    chat: ChatModel | None = None,
 ) -> None:
-    """Replay one conversation under every cap and system, adding to ``tallies``."""
-    sessions = _sessions(spans)
+    """Replay one conversation under every cap and system, adding to ``tallies``.
+
+    With ``chat`` the model is the summariser and rubric judge, and answers every question.
+    """
+    sessions = _sessions(spans)[: config.limit_sessions]
+    spans = [s for _, session_spans in sessions for s in session_spans]
+    cut = {str(s.external_id) for s in spans} if config.limit_sessions else None
+    questions = [q for q in questions if cut is None or cut.issuperset(q.gold)]
     turn_session = _session_of_turns(sessions)
     turn_text = {str(s.external_id): s.text for s in spans}
     by_text: dict[str, set[str]] = {}
     for s in spans:
         by_text.setdefault(s.text, set()).add(str(s.external_id))
+    answerable = [q for q in questions if not q.adversarial and any(g in turn_session for g in q.gold)]
     asked: dict[int, list[EvalQuestion]] = {}
-    for q in questions:
-        gold = [g for g in q.gold if g in turn_session]
-        if q.adversarial or not gold:
-            continue
-        when = len(sessions) - 1 if config.ask == "end" else max(turn_session[g] for g in gold)
+    for q in answerable[: config.limit_questions]:
+        when = len(sessions) - 1 if config.ask == "end" else max(turn_session[g] for g in q.gold if g in turn_session)
         asked.setdefault(when, []).append(q)
     pack_namespace = f"{namespace}.pack"
     counter = TokenCounter()
@@ -278,15 +338,17 @@ def replay_conversation(
                     hit = {g for g in q.gold if any(i.external_id == g for i in items)}
                     tally.recalls.append(len(hit) / len(q.gold))
                     tally.tokens.append(counter.text(context))
+                    if chat is not None:
+                        evidence = {"role": "user", "content": f"Evidence from memory:\n{context}"}
+                        tally.answer(chat, [*_opening(), evidence], q)
                     if progress:
                         progress(1)
     for cap in config.caps:
         for label, policy, rebuild in SYSTEMS:
             if label not in config.systems:
                 continue
-            _replay_system(
-                conn, namespace, sessions, asked, cap, label, policy, rebuild, embedder, turn_text, by_text, tallies
-            )
+            system = (label, policy, rebuild)
+            _replay_system(conn, namespace, sessions, asked, cap, system, embedder, turn_text, by_text, tallies, chat)
             if progress:
                 progress(sum(len(v) for v in asked.values()))
 
@@ -297,19 +359,23 @@ def _replay_system(
     sessions: Sequence[tuple[str, list[Span]]],
     asked: Mapping[int, list[EvalQuestion]],
     cap: int,
-    label: str,
-    policy: str,
-    rebuild: str,
+    system: tuple[str, str, str],
     embedder: Embedder,
     turn_text: Mapping[str, str],
     by_text: Mapping[str, set[str]],
     tallies: dict[tuple[int, str], _Tally],
+    chat: ChatModel | None,
 ) -> None:
+    label, policy, rebuild = system
     tid = f"{namespace}/{label}/{cap}"
-    compactor = _compactor(conn, policy, rebuild, cap, namespace, tid, embedder)
+    compactor = _compactor(conn, policy, rebuild, cap, namespace, tid, embedder, chat)
     counter = compactor.counter
     tally = tallies.setdefault((cap, label), _Tally())
-    live: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": TASK}]
+    # Decision points are session ends; mid-session the policy's threshold (or the
+    # backstop) still acts. Stepping only there asks a real model no probe that the
+    # session's end would not (the stand-in's C1 is "a session closed" anyway).
+    threshold = compactor.fixed_threshold if policy in THRESHOLD_POLICIES else compactor.backstop
+    live = _opening()
     appended: list[dict[str, Any]] = []
     note_turns: dict[str, set[str]] = {}
     seen_before: dict[str, int] = {}  # gold turn -> compactions done when it was seen
@@ -326,7 +392,8 @@ def _replay_system(
             live.append(message)
             appended.append(message)
             before = compactor.compactions
-            live = compactor.step(live)
+            if (turn is None and _END.match(message["content"])) or counter.messages(live) >= threshold:
+                live = compactor.step(live)
             if policy == "none":
                 live = _truncate(live, cap, counter)
             if compactor.compactions > before and compactor.last_event is not None:
@@ -336,11 +403,15 @@ def _replay_system(
         for q in asked.get(index, []):
             context = "\n".join(render_message(m) for m in live)
             tokens = counter.messages(live)
+            agent = list(live)
             if rebuild == "pgmem" and cap - tokens > 50:
                 recalled = compactor.recall(query=q.question, limit=50, token_budget=cap - tokens)
                 extra = compactor.render(recalled)
                 context += "\n" + extra
                 tokens += counter.text(extra)
+                agent.append({"role": "user", "content": f"Recalled from memory for the question:\n{extra}"})
+            if chat is not None:
+                tally.answer(chat, agent, q)
             found = _present(q, context, turn_text, note_turns)
             gold = [g for g in q.gold if g in turn_text]
             tally.recalls.append(len(found) / len(gold))
@@ -353,6 +424,10 @@ def _replay_system(
     tally.compactions += compactor.compactions
     if rebuild == "pgmem":
         _check_archive(conn, namespace, tid, appended, live, tally)
+
+
+def _opening() -> list[dict[str, Any]]:
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": TASK}]
 
 
 def _check_archive(
@@ -387,8 +462,14 @@ def run_compaction_eval(
     embedder: Embedder,
     config: CompactionEvalConfig,
     progress: Callable[[int], None] | None = None,
+    chat: ChatModel | None = None,
 ) -> dict[str, Any]:
-    """Replay every conversation of ``corpus``; return the report (rows, drift, archive)."""
+    """Replay every conversation of ``corpus``; return the report (rows, drift, archive).
+
+    ``chat`` replaces the stand-in: it judges, summarises and answers every question; the
+    rows then also carry ``answer_containment`` and ``answer_f1`` (percent) and the report
+    every answer under ``answers``.
+    """
     if corpus.name != "locomo":
         raise ConfigurationError(
             f"eval-compaction replays LoCoMo conversations; dataset must be locomo, got {corpus.name!r}"
@@ -397,16 +478,21 @@ def run_compaction_eval(
     tallies: dict[tuple[int, str], _Tally] = {}
     for namespace in namespaces:
         questions = [q for q in corpus.questions if q.namespace == namespace]
-        replay_conversation(conn, namespace, corpus.spans[namespace], questions, config, embedder, tallies, progress)
-    rows = [
-        {
+        replay_conversation(
+            conn, namespace, corpus.spans[namespace], questions, config, embedder, tallies, progress, chat
+        )
+    rows: list[dict[str, Any]] = []
+    for (cap, label), t in sorted(tallies.items(), key=lambda kv: (kv[0][0], _order(kv[0][1]))):
+        row: dict[str, Any] = {
             "cap": cap,
             "policy": label,
             "evidence_recall": round(100.0 * _mean(t.recalls), 2),
             "context_tokens": round(_mean(t.tokens), 1),
         }
-        for (cap, label), t in sorted(tallies.items(), key=lambda kv: (kv[0][0], _order(kv[0][1])))
-    ]
+        if chat is not None:
+            row["answer_containment"] = round(100.0 * _mean(t.containment), 2)
+            row["answer_f1"] = round(100.0 * _mean(t.f1), 2)
+        rows.append(row)
     return {
         "dataset": corpus.name,
         "conversations": len(namespaces),
@@ -414,7 +500,8 @@ def run_compaction_eval(
         "caps": list(config.caps),
         "ask": config.ask,
         "embedding_model": embedder.name,
-        "stand_in": ExtractiveChat.model,
+        "stand_in": None if chat is not None else ExtractiveChat.model,
+        "chat_model": chat.model if chat is not None else None,
         "rows": rows,
         "compactions": {f"{label}@{cap}": t.compactions for (cap, label), t in tallies.items() if label != PACK_ONLY},
         "drift": {
@@ -432,6 +519,7 @@ def run_compaction_eval(
             for (cap, label), t in tallies.items()
             if label.endswith("+pgmem")
         },
+        "answers": {f"{label}@{cap}": t.answers for (cap, label), t in tallies.items() if t.answers},
     }
 
 
@@ -446,9 +534,14 @@ def render_compaction_markdown(report: Mapping[str, Any]) -> str:
         f"# Compaction on {report['dataset']} ({report['conversations']} conversations, "
         f"{report['questions']} questions per system and cap)",
         "",
-        f"The summariser and rubric probe are a deterministic stand-in (`{report['stand_in']}`), not a language "
-        "model: extractive sentences citing their note ids; C1 = a session closed, C2 = the summary fits, "
-        "C3 = new turns since the last compaction, N1 = never.",
+        (
+            f"The summariser and rubric probe are a deterministic stand-in (`{report['stand_in']}`), not a language "
+            "model: extractive sentences citing their note ids; C1 = a session closed, C2 = the summary fits, "
+            "C3 = new turns since the last compaction, N1 = never."
+            if report.get("stand_in")
+            else f"The model `{report['chat_model']}` is rubric judge and summariser, and answers every question "
+            "from the live context it has then (pgmem: plus one recall with the question)."
+        ),
         "",
         "Questions are asked "
         + (
@@ -457,15 +550,22 @@ def render_compaction_markdown(report: Mapping[str, Any]) -> str:
             else "at the first session end after all their gold turns were seen."
         ),
         "",
-        "| cap | policy | evidence-in-context recall (%) | mean context tokens | compactions |",
-        "|---:|---|---:|---:|---:|",
+    ]
+    answered = bool(report["rows"]) and "answer_f1" in report["rows"][0]
+    header = "| cap | policy | evidence-in-context recall (%) | mean context tokens | compactions |"
+    lines += [
+        header + (" answer containment (%) | answer token F1 (%) |" if answered else ""),
+        "|---:|---|---:|---:|---:|" + ("---:|---:|" if answered else ""),
     ]
     for row in report["rows"]:
         compactions = report["compactions"].get(f"{row['policy']}@{row['cap']}", "")
-        lines.append(
+        line = (
             f"| {row['cap']} | {row['policy']} | {row['evidence_recall']:.1f} | {row['context_tokens']:.0f} "
             f"| {compactions} |"
         )
+        if answered:
+            line += f" {row['answer_containment']:.1f} | {row['answer_f1']:.1f} |"
+        lines.append(line)
     lines += ["", "## Recursive drift (recall of gold turns by when they were first seen)", ""]
     buckets = sorted({b for d in report["drift"].values() for b in d})
     lines += ["| system | " + " | ".join(buckets) + " |", "|---|" + "---:|" * len(buckets)]
@@ -477,7 +577,20 @@ def render_compaction_markdown(report: Mapping[str, Any]) -> str:
     lines += ["| system | dropped | recovered |", "|---|---:|---:|"]
     for system, archive in report["archive"].items():
         lines.append(f"| {system} | {archive['dropped']} | {archive['recovered']} |")
+    if report.get("answers"):
+        lines += ["", "## Answers (the first three per system)", ""]
+        lines += ["| system | question | gold | answer |", "|---|---|---|---|"]
+        for system, answers in report["answers"].items():
+            for a in answers[:3]:
+                cells = [a["question"], " / ".join(map(str, a["gold"])), a["answer"]]
+                lines.append(f"| {system} | " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    """``text`` as one Markdown table cell (pipes escaped, on one line, at most 120 characters)."""
+    flat = " ".join(text.split()).replace("|", "\\|")
+    return flat if len(flat) <= 120 else flat[:119] + "…"
 
 
 def write_compaction_outputs(report: Mapping[str, Any], out: Path) -> list[Path]:

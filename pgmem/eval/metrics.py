@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -25,12 +26,14 @@ __all__ = [
     "QuestionResult",
     "Summary",
     "answer_containment",
+    "contains_answer",
     "evidence_precision",
     "evidence_recall",
     "full_support",
     "normalise_answer",
     "paired_bootstrap",
     "summarise",
+    "token_f1",
 ]
 
 _PERCENTILES = {"p50": 50.0, "p95": 95.0}
@@ -240,11 +243,49 @@ def answer_containment(result: QuestionResult) -> float | None:
     float or None
         1.0 or 0.0; ``None`` when the question has no answer that survives normalisation.
     """
-    answers = [normalised for normalised in map(normalise_answer, result.answers) if normalised]
-    if not answers:
+    return contains_answer(" ".join(result.packed_texts), result.answers)
+
+
+def contains_answer(text: str, answers: Sequence[object]) -> float | None:
+    """Whether a gold answer occurs in ``text`` as a run of whole normalised tokens.
+
+    The rule of :func:`answer_containment`, for any text (a model's answer, say).
+
+    Returns
+    -------
+    float or None
+        1.0 or 0.0; ``None`` when no answer survives normalisation.
+    """
+    normalised = [answer for answer in map(normalise_answer, answers) if answer]
+    if not normalised:
         return None
-    passage = f" {normalise_answer(' '.join(result.packed_texts))} "
-    return 1.0 if any(f" {answer} " in passage for answer in answers) else 0.0
+    passage = f" {normalise_answer(text)} "
+    return 1.0 if any(f" {answer} " in passage for answer in normalised) else 0.0
+
+
+def token_f1(prediction: str, answers: Sequence[object]) -> float | None:
+    """SQuAD token F1 of ``prediction`` against the best-matching gold answer.
+
+    Both sides are normalised with :func:`normalise_answer` and compared as bags of
+    tokens: F1 = 2PR / (P + R) with P the share of predicted tokens in the answer and R
+    the share of answer tokens predicted.
+
+    Returns
+    -------
+    float or None
+        In [0, 1]; ``None`` when no answer survives normalisation.
+    """
+    golds = [answer.split() for answer in map(normalise_answer, answers) if answer]
+    if not golds:
+        return None
+    predicted = normalise_answer(prediction).split()
+    best = 0.0
+    for gold in golds:
+        common = sum((Counter(predicted) & Counter(gold)).values())
+        if common:
+            precision, recall = common / len(predicted), common / len(gold)
+            best = max(best, 2 * precision * recall / (precision + recall))
+    return best
 
 
 # -- the metrics other memory tools publish ---------------------------------------------
