@@ -63,7 +63,7 @@ class FamilySignals:
 
 def content_words(text: str) -> frozenset[str]:
     """Lower-cased ``\\w+`` words of ``text`` without stop words."""
-    return frozenset(word for word in _WORD.findall(text.lower()) if word not in STOPWORDS)
+    return frozenset(_WORD.findall(text.lower())).difference(STOPWORDS)
 
 
 def family_signals(
@@ -148,14 +148,14 @@ def _nearest_duplicate(notes: list[frozenset[str]], documents: list[str]) -> _Ar
     if count < 2:
         return np.zeros(count)
     vocabulary: dict[str, int] = {}
-    for note in notes:
-        for word in note:
-            vocabulary.setdefault(word, len(vocabulary))
-    incidence = np.zeros((count, max(len(vocabulary), 1)), dtype=np.float64)
-    for row, note in enumerate(notes):
-        incidence[row, [vocabulary[word] for word in note]] = 1.0
-    shared = incidence @ incidence.T
-    sizes = incidence.sum(axis=1)
+    columns = [vocabulary.setdefault(word, len(vocabulary)) for note in notes for word in note]
+    rows = np.repeat(np.arange(count), [len(note) for note in notes])
+    # float32 counts are exact (far below 2**24) and make the product a single-precision
+    # GEMM, about twice as fast; the division below is in float64 as before.
+    incidence = np.zeros((count, max(len(vocabulary), 1)), dtype=np.float32)
+    incidence[rows, columns] = 1.0
+    shared = (incidence @ incidence.T).astype(np.float64)
+    sizes = np.array([len(note) for note in notes], dtype=np.float64)
     union = sizes[:, None] + sizes[None, :] - shared
     jaccard = np.divide(shared, union, out=np.zeros_like(shared), where=union > 0)
     document = np.array(documents, dtype=object)
