@@ -320,7 +320,10 @@ def build_parser() -> argparse.ArgumentParser:
     p_eval.add_argument("--budget", type=int, default=8)
     p_eval.add_argument("--limit", type=int, help="only the first N questions")
     p_eval.add_argument(
-        "--systems", nargs="+", help="calibrated relevance raw_bonus beta dense lexical rrf (default all)"
+        "--systems",
+        nargs="+",
+        help="calibrated relevance raw_bonus beta dense lexical rrf (default all); ablations: "
+        "calibrated-no-shrinkage calibrated-no-uncertainty calibrated-no-prior",
     )
     p_eval.add_argument(
         "--condition", nargs="+", default=["clean"], help="stress conditions (docs/eval_stress.md), default clean"
@@ -373,7 +376,10 @@ def build_parser() -> argparse.ArgumentParser:
     p_growth.add_argument("--namespaces", type=int, help="only the first N namespaces (and their questions)")
     p_growth.add_argument("--budget", type=int, default=8)
     p_growth.add_argument(
-        "--systems", nargs="+", help="calibrated relevance raw_bonus beta dense lexical rrf (default all)"
+        "--systems",
+        nargs="+",
+        help="calibrated relevance raw_bonus beta dense lexical rrf (default all); ablations: "
+        "calibrated-no-shrinkage calibrated-no-uncertainty calibrated-no-prior",
     )
     p_growth.add_argument("--seed", type=int, default=0, help="seed of the distractors")
     p_growth.add_argument("--scale-json", help="benchmarks/bench_scale.py output to overlay on the latency plot")

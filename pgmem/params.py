@@ -162,6 +162,10 @@ class CalibrationParams(_Params):
         pool standard deviations (default 3, >= 0), whatever the mode's own regulariser.
     recency_window : float
         Seconds over which a family stops counting as new for the alarm (default 7 days).
+    use_uncertainty : bool
+        Discount the regulariser by ``(1 - u_f)`` (default True). False sets ``u_f = 0``:
+        with ``shrinkage=0`` and ``alpha_prior=0`` it is one of the ablations of
+        ``pgmem eval --systems calibrated-no-uncertainty`` (docs/evaluation.md).
     """
 
     n_min: int = 8
@@ -178,6 +182,7 @@ class CalibrationParams(_Params):
     quarantine_cap: int = 1
     quarantine_penalty: float = 3.0
     recency_window: float = 7 * 86_400.0
+    use_uncertainty: bool = True
 
     def __post_init__(self) -> None:
         whole("n_min", self.n_min, 1)
@@ -196,6 +201,10 @@ class CalibrationParams(_Params):
         whole("quarantine_cap", self.quarantine_cap, 0)
         at_least("quarantine_penalty", self.quarantine_penalty, 0.0)
         at_least("recency_window", self.recency_window, 0.0, strict=True)
+        if not isinstance(self.use_uncertainty, bool):
+            raise ConfigurationError(
+                f"use_uncertainty must be True or False, got {describe_value(self.use_uncertainty)}"
+            )
 
 
 @dataclass(frozen=True)

@@ -218,6 +218,7 @@ def test_bad_pack_arguments(
         (lambda: pgmem.CalibrationParams(tau=0), "tau must be > 0"),
         (lambda: pgmem.CalibrationParams(tau=-1), "tau must be > 0"),
         (lambda: pgmem.CalibrationParams(alpha_prior=1.2), r"alpha_prior must be in \[0.0, 1.0\]"),
+        (lambda: pgmem.CalibrationParams(use_uncertainty="no"), "use_uncertainty must be True or False"),
         (lambda: pgmem.CalibrationParams(alpha_prior=-0.1), "alpha_prior must be in"),
         (lambda: pgmem.CalibrationParams(shrinkage=-2), "shrinkage must be >= 0"),
         (lambda: pgmem.CalibrationParams(gamma=float("nan")), "gamma must be finite"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -13,6 +14,7 @@ from pgmem.embeddings import HashingEmbedder
 from pgmem.eval.datasets import load_jsonl
 from pgmem.eval.report import build_report, render_markdown, write_report
 from pgmem.eval.runner import SYSTEMS, RunConfig, baseline_pack, evaluate
+from pgmem.params import CalibrationParams
 from pgmem.retrieval.pool import Pool
 from pgmem.types import Candidate
 
@@ -189,3 +191,31 @@ def test_feedback_noise_is_a_share() -> None:
     assert RunConfig(feedback_noise=0.3, adversarial_feedback=True).feedback_noise == 0.3
     with pytest.raises(ConfigurationError, match="feedback_noise"):
         RunConfig(feedback_noise=1.5)
+
+
+def test_ablations_switch_one_ingredient_of_the_calibrated_regulariser() -> None:
+    from pgmem.eval.runner import ABLATIONS
+    from pgmem.retrieval.calibrate import calibrate
+    from pgmem.retrieval.pool import Pool
+    from pgmem.types import Candidate
+
+    rows = [
+        Candidate(
+            note_id=f"00000000-0000-4000-8000-{i:012d}", external_id=None, document_id=f"d{i}", span_start=0,
+            span_end=1, text=f"w{i}", context="", family="a" if i < 4 else "b", role="fact",
+            confidence=0.9 if i < 4 else 0.2, source_ts=None, dense_score=0.0, lexical_score=0.0,
+            facet_boost=0.0, link_boost=0.0, base_score=1.0 - i / 10,
+        )
+        for i in range(10)
+    ]  # fmt: skip
+    pool = Pool.from_candidates(rows)
+    base = CalibrationParams(alarm_threshold=None)
+    regularisers = {}
+    for name, change in {"none": {}, **ABLATIONS}.items():
+        calibration = calibrate(pool, dataclasses.replace(base, **change), "calibrated")
+        regularisers[name] = {f.family: f.regularizer for f in calibration.families}
+        if name == "calibrated-no-uncertainty":
+            assert all(f.uncertainty == 0.0 for f in calibration.families)
+    # Each switch moves the regulariser of a family, and none is the full mode.
+    for name in ABLATIONS:
+        assert regularisers[name] != regularisers["none"], name

@@ -42,6 +42,13 @@ from pgmem.validate import between, check_namespace, whole
 
 PGMEM_MODES = ("calibrated", "relevance", "raw_bonus", "beta")
 BASELINES = ("dense", "lexical", "rrf")
+#: The calibrated mode with one ingredient of the regulariser switched off (DESIGN §3.2):
+#: not run by default; name them in ``systems`` to see where a gain comes from.
+ABLATIONS: dict[str, dict[str, Any]] = {
+    "calibrated-no-shrinkage": {"shrinkage": 0.0},
+    "calibrated-no-uncertainty": {"use_uncertainty": False},
+    "calibrated-no-prior": {"alpha_prior": 0.0},
+}
 SYSTEMS = PGMEM_MODES + BASELINES
 #: Reciprocal-rank fusion constant (the usual 60).
 RRF_K = 60
@@ -270,6 +277,10 @@ class _Session:
                             families=len(explained.families),
                         )
                     )
+            elif system in ABLATIONS:
+                calibration = dataclasses.replace(request.calibration, **ABLATIONS[system])
+                ablated = dataclasses.replace(request, mode="calibrated", calibration=calibration)
+                packed = finish_pack(ablated, pool).items
             else:
                 packed = baseline_pack(pool, system, self.packing.budget)
             latency = {"stage_one": stage_one_ms, "rank": (time.perf_counter() - tick) * 1000}
@@ -304,7 +315,7 @@ def evaluate(
     packed (poisoned) notes helpful.
     """
     config = config or RunConfig()
-    unknown = sorted(set(systems) - set(SYSTEMS))
+    unknown = sorted(set(systems) - set(SYSTEMS) - set(ABLATIONS))
     if unknown:
         raise ConfigurationError(f"systems has unknown {unknown}; choose from {', '.join(SYSTEMS)}")
     ingest_seconds = 0.0 if ingested else ingest_corpus(conn, corpus, embedder, config)

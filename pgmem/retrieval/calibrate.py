@@ -207,6 +207,8 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
     )
     variance_share = np.maximum(0.0, expected_variance - params.var_floor) / (expected_variance + params.eps)
     uncertainty = np.clip(0.5 * variance_share + 0.5 * (1.0 - evidence), 0.0, 1.0)
+    if not params.use_uncertainty:
+        uncertainty = np.zeros_like(uncertainty)
     helpful = np.array([f.feedback_helpful for f in families], dtype=np.float64)
     unhelpful = np.array([f.feedback_unhelpful for f in families], dtype=np.float64)
     feedback_reliability, feedback_z = _beta_reliability(pool, params, helpful, unhelpful)
