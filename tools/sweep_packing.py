@@ -17,23 +17,20 @@ prefix, so a store built by ``pgmem eval`` is reused.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pgmem.api import build_hints
 from pgmem.db.connection import connect
 from pgmem.embeddings import embed_unique, get_embedder
 from pgmem.eval.datasets import load_dataset
 from pgmem.eval.metrics import QuestionResult, summarise
 from pgmem.eval.runner import RunConfig, ingest_corpus
-from pgmem.params import CalibrationParams, PackParams, StageOneParams
-from pgmem.retrieval.calibrate import calibrate
-from pgmem.retrieval.packer import rank_and_pack
-from pgmem.retrieval.stage_one import run_stage_one, stage_one_arguments
+from pgmem.params import PackParams
+from pgmem.retrieval.pipeline import fetch_pool, finish_pack, prepare_pack
 
 ORDERS = ("final", "decayed")
 DECAYS = (0.0, 0.25, 0.5, 1.0, 2.0)
@@ -47,12 +44,16 @@ def sweep(conn: Any, name: str, data_dir: Path, embedder: Any) -> dict[str, Any]
     ingest_corpus(conn, corpus, embedder, config)
     questions = [q for q in corpus.questions if not q.adversarial and q.gold]
     vectors = embed_unique(embedder, [q.question for q in questions])
-    pools = []
-    for question, vector in zip(questions, vectors, strict=True):
-        hints = build_hints(question.question, derive=True)
-        namespace = config.namespace_prefix + question.namespace
-        arguments = stage_one_arguments(namespace, embedder.name, vector, question.question, hints, StageOneParams())
-        pools.append(run_stage_one(conn, arguments))
+    # The same pieces pgmem.pack and the eval runner compose: one pool per question, then
+    # every setting finishes its own pack from that pool.
+    requests = [
+        dataclasses.replace(
+            prepare_pack(q.question, namespace=config.namespace_prefix + q.namespace, embedder=embedder),
+            query_vector=vector,
+        )
+        for q, vector in zip(questions, vectors, strict=True)
+    ]
+    pools = [fetch_pool(conn, request) for request in requests]
     namespaces = [config.namespace_prefix + namespace for namespace in corpus.spans]
     roles = dict(
         conn.execute(
@@ -62,10 +63,10 @@ def sweep(conn: Any, name: str, data_dir: Path, embedder: Any) -> dict[str, Any]
     )
     rows = []
     for mode, order, decay, cap in itertools.product(MODES, ORDERS, DECAYS, FAMILY_CAPS):
-        params = replace(PackParams(), order=order, overlap_decay=decay, family_cap=cap)
+        params = PackParams(order=order, overlap_decay=decay, family_cap=cap)
         results = []
-        for question, pool in zip(questions, pools, strict=True):
-            items = rank_and_pack(pool, calibrate(pool, CalibrationParams(), mode), params).items  # type: ignore[arg-type]
+        for question, request, pool in zip(questions, requests, pools, strict=True):
+            items = finish_pack(dataclasses.replace(request, mode=mode, packing=params), pool).items
             results.append(
                 QuestionResult(
                     question_id=question.id,

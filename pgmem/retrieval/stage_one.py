@@ -89,8 +89,9 @@ def _seconds(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def pool_from_rows(rows: list[dict[str, Any]], *, query: str = "") -> Pool:
-    """A :class:`Pool` whose aggregates are the SQL window functions' values."""
+def pool_from_rows(rows: list[dict[str, Any]], *, query: str) -> Pool:
+    """A :class:`Pool` whose aggregates are the SQL window functions' values; ``query`` is
+    the question searched for (the family alarm measures echo against it)."""
     if not rows:
         return Pool((), 0, 0.0, 0.0, 0.0, (), query=query)
     candidates: list[Candidate] = []
