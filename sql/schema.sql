@@ -397,6 +397,8 @@ CREATE INDEX notes_entities_gin ON pgmem.notes USING gin (entities jsonb_path_op
 -- decided on. Its prefix serves the previous/next-span lookups of stage one and
 -- ingest.
 CREATE UNIQUE INDEX notes_span ON pgmem.notes (namespace, document_id, span_start, span_end);
+-- Logged packs by time, feedback by family, supersedes by replaced note, telemetry by
+-- trajectory.
 CREATE INDEX pack_log_created ON pgmem.pack_log (namespace, created_at);
 CREATE INDEX feedback_family ON pgmem.feedback (namespace, family);
 CREATE INDEX supersede_audit_old_note ON pgmem.supersede_audit (namespace, old_note_id);
@@ -1896,10 +1898,8 @@ GROUP BY namespace, trajectory_id;
 -- == Row-level security ==
 
 -- Every table keyed by namespace. The schema owner (who ran the migrations) and
--- superusers are not subject to it; pgmem_admin sees everything. Readers and writers
--- see the rows of their session namespace (pgmem.session_namespace_v1). These
--- policies, FOR ALL with USING only, are also the WITH CHECK of inserts: a writer
--- inserts only into the namespace its session may use.
+-- superusers are not subject to it. pgmem.embedding_models is global (no namespace),
+-- and pgmem.forget_audit is read by admins only (grants below).
 ALTER TABLE pgmem.namespaces ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pgmem.lexeme_stats ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pgmem.notes ENABLE ROW LEVEL SECURITY;
@@ -1915,6 +1915,12 @@ ALTER TABLE pgmem.family_reliability ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pgmem.supersede_audit ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pgmem.compaction_log ENABLE ROW LEVEL SECURITY;
 
+-- Readers and writers see the rows of their session namespace
+-- (pgmem.session_namespace_v1): its notes and statistics, the family bindings (a
+-- writer must know which families it may not write), logged packs, feedback, the
+-- supersedes (provenance: why a cited note was replaced) and compaction telemetry.
+-- These policies, FOR ALL with USING only, are also the WITH CHECK of inserts: a
+-- writer inserts only into the namespace its session may use.
 CREATE POLICY namespace_isolation ON pgmem.namespaces TO pgmem_reader, pgmem_writer
     USING (namespace = (SELECT pgmem.session_namespace_v1()));
 CREATE POLICY namespace_isolation ON pgmem.lexeme_stats TO pgmem_reader, pgmem_writer
@@ -1942,6 +1948,7 @@ CREATE POLICY namespace_isolation ON pgmem.supersede_audit TO pgmem_reader, pgme
 CREATE POLICY namespace_isolation ON pgmem.compaction_log TO pgmem_reader, pgmem_writer
     USING (namespace = (SELECT pgmem.session_namespace_v1()));
 
+-- Admins see and write every namespace.
 CREATE POLICY admin_all ON pgmem.namespaces TO pgmem_admin USING (true);
 CREATE POLICY admin_all ON pgmem.lexeme_stats TO pgmem_admin USING (true);
 CREATE POLICY admin_all ON pgmem.notes TO pgmem_admin USING (true);
