@@ -1,14 +1,28 @@
--- pgmem: the current schema, in full.
+-- pgmem: the current schema, in full, each object written once in its final form.
 --
--- A database built from this file must equal one built by replaying the migration
--- chain in sql/migrations/ (tests/test_migrations.py checks it with pg_dump). Change
--- this file and add a migration together; never edit a migration that has shipped.
+-- pgmem.migrate applies this file to a fresh database in one step and stamps it at the
+-- head alembic revision; an existing database is upgraded instead by replaying the
+-- frozen migrations in sql/migrations/ (named by the revisions in alembic/versions/).
+-- Both roads must end in the same schema: tests/test_migrations.py builds one database
+-- from this file and one from the migration chain and compares them through catalog
+-- queries (tests/schema_catalog.py: columns, constraints, indexes, function
+-- definitions and settings, triggers, views, policies, grants, comments, ...), and
+-- checks that the comparison sees each kind of change. Change this file and add a
+-- migration together; never edit a migration that has shipped.
+--
+-- The file reads top-down, grouped by kind: extensions, schema and group roles; types;
+-- the functions table definitions call; tables; indexes; functions; triggers; views;
+-- row-level security; role memberships and grants. Every statement refers only to
+-- objects above it (PL/pgSQL bodies are checked when they run, not here).
+
+-- == Extensions, schema and group roles ==
 
 CREATE EXTENSION IF NOT EXISTS vector;
 
 CREATE SCHEMA IF NOT EXISTS pgmem;
 
--- Group roles (cluster-wide, NOLOGIN): grant them to your login roles.
+-- Group roles (cluster-wide, NOLOGIN): grant them to your login roles. Created here,
+-- before anything names them (policies do); their privileges are in the last section.
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'pgmem_reader') THEN
@@ -22,6 +36,28 @@ BEGIN
     END IF;
 END;
 $$;
+
+-- == Types ==
+
+-- pgmem defines no types of its own: the embedding column is pgvector's vector, and
+-- structured values are jsonb checked by constraints.
+
+-- == Functions that table definitions call ==
+
+-- Generated columns of pgmem.notes are computed by these, so they precede the tables.
+
+-- Length of a tsvector in tokens: the total count of lexeme occurrences (for BM25).
+CREATE FUNCTION pgmem.tsvector_token_count(value tsvector) RETURNS integer
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    RETURN (SELECT coalesce(sum(coalesce(cardinality(u.positions), 1)), 0)::integer
+            FROM unnest(value) AS u);
+
+-- The lexical text of a note: its context descriptor, then its span text.
+CREATE FUNCTION pgmem.note_lexemes(context text, body text) RETURNS tsvector
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN to_tsvector('english'::regconfig, coalesce(context, '') || ' ' || coalesce(body, ''));
+
+-- == Tables ==
 
 -- The embedding models notes were written with. A namespace is bound to one model;
 -- packing with another model or dimension is refused (SQLSTATE PM002).
@@ -49,7 +85,9 @@ CREATE TABLE pgmem.namespaces (
     feedback_helpful double precision NOT NULL DEFAULT 0,
     feedback_unhelpful double precision NOT NULL DEFAULT 0,
     CONSTRAINT namespaces_statistics_check
-        CHECK (note_count >= 0 AND lexeme_total >= 0 AND feedback_helpful >= 0 AND feedback_unhelpful >= 0)
+        CHECK (note_count >= 0 AND lexeme_total >= 0 AND feedback_helpful >= 0 AND feedback_unhelpful >= 0),
+    -- A note's model is its namespace's model (notes_namespace_model refers to this key).
+    CONSTRAINT namespaces_model UNIQUE (namespace, model_id)
 );
 
 -- Document frequency of every lexeme per namespace: lets stage one screen lexical
@@ -61,19 +99,10 @@ CREATE TABLE pgmem.lexeme_stats (
     PRIMARY KEY (namespace, lexeme)
 );
 
--- Total count of lexeme occurrences in a tsvector (its length in tokens, for BM25).
-CREATE FUNCTION pgmem.tsvector_token_count(value tsvector) RETURNS integer
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-    RETURN (SELECT coalesce(sum(coalesce(cardinality(u.positions), 1)), 0)::integer
-            FROM unnest(value) AS u);
-
--- The lexical text of a note: its context descriptor, then its span text.
-CREATE FUNCTION pgmem.note_lexemes(context text, body text) RETURNS tsvector
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN to_tsvector('english'::regconfig, coalesce(context, '') || ' ' || coalesce(body, ''));
-
 -- Immutable atomic notes. Every unique key starts with the namespace, so the table
--- can later be distributed by namespace.
+-- can be distributed by namespace. The HNSW indexes are per embedding model (partial,
+-- on a dimension-typed expression): pgmem.ensure_model_index_v1 creates each when its
+-- model is registered.
 CREATE TABLE pgmem.notes (
     namespace text NOT NULL REFERENCES pgmem.namespaces (namespace),
     note_id uuid NOT NULL,
@@ -102,158 +131,284 @@ CREATE TABLE pgmem.notes (
         pgmem.tsvector_token_count(pgmem.note_lexemes(context, text))
     ) STORED,
     PRIMARY KEY (namespace, note_id),
-    CHECK (span_end > span_start)
+    CHECK (span_end > span_start),
+    -- A note's offsets cover exactly its text's UTF-8 bytes, whoever inserts it.
+    CONSTRAINT notes_span_length CHECK (span_end - span_start = octet_length(convert_to(text, 'UTF8'))),
+    -- A note's model is its namespace's model (stage one reads only those; a note of
+    -- another model would count in the BM25 statistics and never be found).
+    CONSTRAINT notes_namespace_model
+        FOREIGN KEY (namespace, model_id) REFERENCES pgmem.namespaces (namespace, model_id)
 );
 
+-- Which roles may use which namespace. The session setting pgmem.namespace picks one
+-- namespace; row-level security shows its rows only if a role the session user is a
+-- member of was granted that namespace, so SET pgmem.namespace cannot widen access.
+-- Roles are named by OID: a role created later under a dropped role's name inherits
+-- nothing.
+CREATE TABLE pgmem.namespace_grants (
+    namespace text NOT NULL CHECK (namespace ~ '^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$'),
+    granted_at timestamptz NOT NULL DEFAULT now(),
+    role_oid oid NOT NULL,
+    PRIMARY KEY (namespace, role_oid)
+);
+
+-- Which roles may write notes under a family of a namespace. A family with no row is
+-- open to every writer of the namespace; a family with rows only to members of those
+-- roles (and admins). Roles are kept by OID: a role created later under a dropped
+-- role's name inherits nothing, and a family whose only bound role was dropped stays
+-- closed (to everyone but admins).
+CREATE TABLE pgmem.family_writers (
+    namespace text NOT NULL CHECK (namespace ~ '^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$'),
+    family text NOT NULL CHECK (family <> ''),
+    role_oid oid NOT NULL,
+    bound_by name NOT NULL DEFAULT session_user,
+    bound_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (namespace, family, role_oid)
+);
+
+-- How many notes each family of a namespace holds and when it was first written; kept
+-- by triggers (owner rights) only. A family forgotten to its last note loses its row,
+-- so a family that reappears is new again.
+CREATE TABLE pgmem.family_stats (
+    namespace text NOT NULL,
+    family text NOT NULL,
+    note_count bigint NOT NULL CHECK (note_count >= 0),
+    first_seen timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (namespace, family)
+);
+
+-- Logged packs (pgmem.pack(..., log=True)): one row per pack; below, one row per pool
+-- family, per packed note and per rejected candidate.
+CREATE TABLE pgmem.pack_log (
+    namespace text NOT NULL,
+    pack_id uuid NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    query text NOT NULL,
+    mode text NOT NULL,
+    embedding_model text NOT NULL,
+    degraded boolean NOT NULL,
+    degraded_reasons text[] NOT NULL,
+    pool_size integer NOT NULL,
+    pool_mean double precision NOT NULL,
+    pool_variance double precision NOT NULL,
+    entropy double precision NOT NULL,
+    note_ids uuid[] NOT NULL,
+    parameters jsonb NOT NULL,
+    hints jsonb NOT NULL,
+    rejections jsonb NOT NULL,
+    timings_ms jsonb NOT NULL,
+    PRIMARY KEY (namespace, pack_id)
+);
+
+-- What calibration and the family alarm read and decided for each family of a logged
+-- pool (feedback columns NULL in packs logged before migration 0003, alarm columns
+-- before 0009).
+CREATE TABLE pgmem.pack_log_families (
+    namespace text NOT NULL,
+    pack_id uuid NOT NULL,
+    family text NOT NULL,
+    count integer NOT NULL,
+    score_sum double precision NOT NULL,
+    mean_confidence double precision NOT NULL,
+    expected_sum double precision NOT NULL,
+    expected_variance double precision NOT NULL,
+    z double precision NOT NULL,
+    shrunk_z double precision NOT NULL,
+    corroboration double precision NOT NULL,
+    reliability double precision NOT NULL,
+    uncertainty double precision NOT NULL,
+    regularizer double precision NOT NULL,
+    variance_floor_dominated boolean NOT NULL,
+    -- What the beta mode read (NULL in packs logged before migration 0003).
+    feedback_helpful double precision,
+    feedback_unhelpful double precision,
+    feedback_reliability double precision,
+    feedback_z double precision,
+    -- What the family alarm read and decided.
+    namespace_count bigint,
+    pool_share double precision,
+    namespace_share double precision,
+    newness double precision,
+    duplicate_density double precision,
+    question_echo double precision,
+    alarm_score double precision,
+    alarm_threshold double precision,
+    alarmed boolean,
+    quarantined boolean,
+    PRIMARY KEY (namespace, pack_id, family),
+    FOREIGN KEY (namespace, pack_id) REFERENCES pgmem.pack_log (namespace, pack_id)
+);
+
+-- One row per note a logged pack packed, in rank order, with every score that put it there.
+CREATE TABLE pgmem.pack_log_items (
+    namespace text NOT NULL,
+    pack_id uuid NOT NULL,
+    rank integer NOT NULL CHECK (rank >= 1),
+    note_id uuid NOT NULL,
+    family text NOT NULL,
+    role text NOT NULL,
+    base_score double precision NOT NULL,
+    normalized_score double precision NOT NULL,
+    regularizer double precision NOT NULL,
+    final_score double precision NOT NULL,
+    decayed_score double precision NOT NULL,
+    max_overlap double precision NOT NULL,
+    dense_score double precision NOT NULL,
+    lexical_score double precision NOT NULL,
+    facet_boost double precision NOT NULL,
+    link_boost double precision NOT NULL,
+    PRIMARY KEY (namespace, pack_id, rank),
+    FOREIGN KEY (namespace, pack_id) REFERENCES pgmem.pack_log (namespace, pack_id) ON DELETE CASCADE
+);
+
+-- One row per candidate the packer scanned and refused, in scan order, with the rule
+-- that refused it (overlap, below_minimum, role_quota, family_cap, token_budget).
+CREATE TABLE pgmem.pack_log_rejections (
+    namespace text NOT NULL,
+    pack_id uuid NOT NULL,
+    scan_order integer NOT NULL CHECK (scan_order >= 1),
+    note_id uuid NOT NULL,
+    family text NOT NULL,
+    role text NOT NULL,
+    reason text NOT NULL,
+    base_score double precision,
+    regularizer double precision,
+    final_score double precision NOT NULL,
+    decayed_score double precision NOT NULL,
+    max_overlap double precision NOT NULL,
+    overlaps_note_id uuid,
+    PRIMARY KEY (namespace, pack_id, scan_order),
+    FOREIGN KEY (namespace, pack_id) REFERENCES pgmem.pack_log (namespace, pack_id) ON DELETE CASCADE
+);
+
+-- Feedback on packed notes builds the per-family Beta reliability of the `beta` mode
+-- (DESIGN §3.6). Every judgement ever given: which note of which family was (not)
+-- useful, how much it weighs, and the pack it was judged in (if logged). Ids and
+-- labels only, no text.
+CREATE TABLE pgmem.feedback (
+    namespace text NOT NULL REFERENCES pgmem.namespaces (namespace),
+    feedback_id bigint GENERATED ALWAYS AS IDENTITY,
+    note_id uuid NOT NULL,
+    family text NOT NULL,
+    helpful boolean NOT NULL,
+    weight double precision NOT NULL CHECK (weight > 0 AND weight <= 1000),
+    pack_id uuid,
+    given_by name NOT NULL DEFAULT session_user,
+    given_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (namespace, feedback_id)
+);
+
+-- Summed feedback weight per family: the Beta posterior's evidence. Kept by a trigger.
+CREATE TABLE pgmem.family_reliability (
+    namespace text NOT NULL REFERENCES pgmem.namespaces (namespace),
+    family text NOT NULL,
+    helpful double precision NOT NULL DEFAULT 0 CHECK (helpful >= 0),
+    unhelpful double precision NOT NULL DEFAULT 0 CHECK (unhelpful >= 0),
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (namespace, family)
+);
+
+-- Erasure: the one way notes leave the store (pgmem.forget_v1). The audit keeps who,
+-- when, what (ids, no content), why and how much went with the notes. Keyed by
+-- namespace like every per-namespace table (docs/citus.md).
+CREATE TABLE pgmem.forget_audit (
+    audit_id bigint GENERATED ALWAYS AS IDENTITY,
+    namespace text NOT NULL,
+    scope text NOT NULL CHECK (scope IN ('notes', 'document', 'family')),
+    selector text[] NOT NULL,
+    reason text NOT NULL CHECK (btrim(reason) <> ''),
+    requested_by name NOT NULL,
+    forgotten_at timestamptz NOT NULL DEFAULT now(),
+    notes_removed integer NOT NULL,
+    note_ids uuid[] NOT NULL,
+    feedback_removed integer NOT NULL DEFAULT 0,
+    packs_removed integer NOT NULL DEFAULT 0,
+    PRIMARY KEY (namespace, audit_id)
+);
+
+-- Supersede: a writer replaces the note on a span with a new one. The caller inserts
+-- one request row per replaced note (ids and offsets, no content); row-level security
+-- checks it as the caller, a trigger with owner rights deletes the old note, and a
+-- deferred check makes sure the new note is there at commit. The rows stay as the
+-- audit trail.
+CREATE TABLE pgmem.supersede_audit (
+    namespace text NOT NULL REFERENCES pgmem.namespaces (namespace),
+    supersede_id bigint GENERATED ALWAYS AS IDENTITY,
+    old_note_id uuid NOT NULL,
+    -- The same id when only caller-given fields change (the id hashes span and text).
+    new_note_id uuid NOT NULL,
+    document_id text NOT NULL,
+    span_start integer NOT NULL,
+    span_end integer NOT NULL,
+    reason text NOT NULL CHECK (btrim(reason) <> '' AND length(reason) <= 1000),
+    requested_by name NOT NULL DEFAULT session_user,
+    superseded_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (namespace, supersede_id)
+);
+
+-- Context compaction telemetry (pgmem.compaction, DESIGN §4). One row per rubric probe
+-- and per compaction of an agent trajectory: the gate values, the raw verdict and its
+-- parsed predicates with their evidence, whether it fired and why, tokens before and
+-- after, what the probe and summary calls cost. Written by pgmem.compaction.Compactor
+-- (INSERT as a writer of the namespace); never updated.
+CREATE TABLE pgmem.compaction_log (
+    namespace text NOT NULL,
+    event_id bigint GENERATED ALWAYS AS IDENTITY,
+    trajectory_id text NOT NULL CHECK (length(trajectory_id) BETWEEN 1 AND 512),
+    generation integer NOT NULL CHECK (generation >= 0),
+    round integer NOT NULL CHECK (round >= 0),
+    kind text NOT NULL CHECK (kind IN ('probe', 'compaction')),
+    policy text NOT NULL,
+    rebuild text NOT NULL CHECK (rebuild IN ('pgmem', 'reset')),
+    reason text CHECK (reason IN ('rubric', 'backstop', 'fixed', 'tool', 'manual')),
+    fired boolean NOT NULL,
+    gates jsonb NOT NULL DEFAULT '{}',
+    prompt_tokens integer NOT NULL CHECK (prompt_tokens >= 0),
+    raw_verdict text,
+    predicates jsonb,
+    tokens_before integer CHECK (tokens_before >= 0),
+    tokens_after integer CHECK (tokens_after >= 0),
+    probe_prompt_tokens integer NOT NULL DEFAULT 0 CHECK (probe_prompt_tokens >= 0),
+    probe_completion_tokens integer NOT NULL DEFAULT 0 CHECK (probe_completion_tokens >= 0),
+    summary_prompt_tokens integer NOT NULL DEFAULT 0 CHECK (summary_prompt_tokens >= 0),
+    summary_completion_tokens integer NOT NULL DEFAULT 0 CHECK (summary_completion_tokens >= 0),
+    latency_ms double precision NOT NULL DEFAULT 0 CHECK (latency_ms >= 0),
+    model text,
+    archived integer NOT NULL DEFAULT 0 CHECK (archived >= 0),
+    summary_note_id uuid,
+    citations jsonb,
+    logged_by name NOT NULL DEFAULT session_user,
+    logged_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (namespace, event_id),
+    CHECK (kind = 'probe' OR (fired AND reason IS NOT NULL))
+);
+
+-- == Indexes ==
+
+-- Lexical search: the GIN index on each note's tsvector.
 CREATE INDEX notes_lexemes_gin ON pgmem.notes USING gin (lexemes);
--- notes_span, the unique index on a note's span, is in the span-integrity section at the end.
+-- Notes by the caller's own id.
 CREATE INDEX notes_external_id ON pgmem.notes (namespace, external_id)
     WHERE external_id IS NOT NULL;
 -- Notes sharing a rare micro-handle or entity are linked at write time.
 CREATE INDEX notes_handles_gin ON pgmem.notes USING gin (handles);
 CREATE INDEX notes_entities_gin ON pgmem.notes USING gin (entities jsonb_path_ops);
--- HNSW indexes are per embedding model (partial, on a dimension-typed expression);
--- pgmem.register_namespace_v1 creates them when a model is first used.
+-- One note per (namespace, document, span): the key re-ingest and supersede are
+-- decided on. Its prefix serves the previous/next-span lookups of stage one and
+-- ingest.
+CREATE UNIQUE INDEX notes_span ON pgmem.notes (namespace, document_id, span_start, span_end);
+-- Logged packs by time, feedback by family, supersedes by replaced note, telemetry by
+-- trajectory.
+CREATE INDEX pack_log_created ON pgmem.pack_log (namespace, created_at);
+CREATE INDEX feedback_family ON pgmem.feedback (namespace, family);
+CREATE INDEX supersede_audit_old_note ON pgmem.supersede_audit (namespace, old_note_id);
+CREATE INDEX compaction_log_trajectory ON pgmem.compaction_log (namespace, trajectory_id, generation);
 
--- Notes are immutable: the database itself refuses UPDATE, DELETE and TRUNCATE.
-CREATE FUNCTION pgmem.reject_note_change_v1() RETURNS trigger
-    LANGUAGE plpgsql AS $$
-BEGIN
-    -- pgmem.forget_v1 sets this flag for its own DELETE, inside its transaction.
-    IF TG_OP = 'DELETE' AND current_setting('pgmem.forget_in_progress', true) = 'on' THEN
-        RETURN OLD;
-    END IF;
-    RAISE EXCEPTION 'pgmem notes are immutable: % on pgmem.notes is not allowed', TG_OP
-        USING ERRCODE = 'PM001',
-              HINT = 'Write a new note instead; removal is pgmem.forget (audited).';
-END;
-$$;
+-- == Functions ==
 
-CREATE TRIGGER notes_immutable_rows BEFORE UPDATE OR DELETE ON pgmem.notes
-    FOR EACH ROW EXECUTE FUNCTION pgmem.reject_note_change_v1();
-CREATE TRIGGER notes_immutable_truncate BEFORE TRUNCATE ON pgmem.notes
-    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.reject_note_change_v1();
+-- Scoring and filtering helpers of stage one ---------------------------------------------
 
--- Keep the BM25 statistics in step with the notes actually inserted (the transition
--- table holds only rows that were written, not those skipped by ON CONFLICT). Runs
--- as the schema owner: writers insert notes, never touch the statistics directly.
-CREATE FUNCTION pgmem.count_new_notes_v1() RETURNS trigger
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, pgmem, pg_temp
-    AS $$
-BEGIN
-    -- Sorted, so concurrent writers lock statistics rows in one order (no deadlock).
-    INSERT INTO pgmem.lexeme_stats AS s (namespace, lexeme, document_frequency)
-    SELECT n.namespace, u.lexeme, count(*)
-    FROM new_notes AS n, unnest(n.lexemes) AS u
-    GROUP BY n.namespace, u.lexeme
-    ORDER BY n.namespace, u.lexeme
-    ON CONFLICT (namespace, lexeme)
-        DO UPDATE SET document_frequency = s.document_frequency + excluded.document_frequency;
-
-    UPDATE pgmem.namespaces AS s
-    SET note_count = s.note_count + d.notes, lexeme_total = s.lexeme_total + d.lexemes
-    FROM (SELECT namespace, count(*) AS notes, sum(lexeme_count) AS lexemes
-          FROM new_notes GROUP BY namespace) AS d
-    WHERE s.namespace = d.namespace;
-    RETURN NULL;
-END;
-$$;
-
-CREATE TRIGGER notes_count_new AFTER INSERT ON pgmem.notes
-    REFERENCING NEW TABLE AS new_notes
-    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.count_new_notes_v1();
-
--- Binding a namespace runs as the caller (so row-level security decides which
--- namespaces a writer may create); only the HNSW index, DDL on a table the caller
--- does not own, is built by this owner-rights helper from the model registry alone.
-CREATE FUNCTION pgmem.ensure_model_index_v1(p_model_id integer) RETURNS void
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, pgmem, pg_temp
-    AS $$
-DECLARE
-    v_model record;
-    v_vector_schema name;
-BEGIN
-    SELECT model_id, dimension, index_type INTO STRICT v_model
-    FROM pgmem.embedding_models WHERE model_id = p_model_id;
-    -- The search path is pinned, so name pgvector's type and operator class by the
-    -- schema the extension was installed in.
-    SELECT e.extnamespace::regnamespace::name INTO STRICT v_vector_schema
-    FROM pg_extension AS e WHERE e.extname = 'vector';
-    -- Two sessions registering the same new model must not race on CREATE INDEX.
-    PERFORM pg_advisory_xact_lock(hashtext('pgmem.embedding_model'), v_model.model_id);
-    EXECUTE format(
-        'CREATE INDEX IF NOT EXISTS %I ON pgmem.notes USING hnsw ((embedding::%I.%I(%s)) %I.%I) WHERE model_id = %s',
-        'notes_embedding_hnsw_m' || v_model.model_id,
-        v_vector_schema, v_model.index_type, v_model.dimension,
-        v_vector_schema, v_model.index_type || '_cosine_ops',
-        v_model.model_id);
-END;
-$$;
-
--- Register embedding model p_model of p_dimension dimensions and build its HNSW index
--- (admin or owner). Returns its id; registering a registered model is a no-op.
-CREATE FUNCTION pgmem.register_model_v1(p_model text, p_dimension integer) RETURNS integer
-    LANGUAGE plpgsql AS $$
-DECLARE
-    v_model_id integer;
-BEGIN
-    SELECT model_id INTO v_model_id FROM pgmem.embedding_models WHERE name = p_model AND dimension = p_dimension;
-    IF NOT has_table_privilege(current_user, 'pgmem.embedding_models', 'INSERT') THEN
-        IF v_model_id IS NULL THEN
-            RAISE EXCEPTION 'embedding model % (% dimensions) is not registered in this database', p_model, p_dimension
-                USING ERRCODE = 'PM004',
-                      HINT = 'An admin (pgmem_admin) registers it once: pgmem.register_model(conn, embedder).';
-        END IF;
-        RETURN v_model_id;
-    END IF;
-    INSERT INTO pgmem.embedding_models (name, dimension) VALUES (p_model, p_dimension)
-    ON CONFLICT (name, dimension) DO NOTHING;
-    SELECT model_id INTO STRICT v_model_id
-    FROM pgmem.embedding_models WHERE name = p_model AND dimension = p_dimension;
-    PERFORM pgmem.ensure_model_index_v1(v_model_id);
-    RETURN v_model_id;
-END;
-$$;
-
--- Bind a namespace to an embedding model, registering the model first if the caller
--- may (admins, the owner); raises PM002 if the namespace already uses another model or
--- dimension, PM004 if a writer names a model no admin registered.
-CREATE FUNCTION pgmem.register_namespace_v1(p_namespace text, p_model text, p_dimension integer)
-    RETURNS integer
-    LANGUAGE plpgsql AS $$
-DECLARE
-    v_model_id integer;
-    v_bound record;
-BEGIN
-    SELECT m.model_id, m.name, m.dimension INTO v_bound
-    FROM pgmem.namespaces AS n JOIN pgmem.embedding_models AS m USING (model_id)
-    WHERE n.namespace = p_namespace;
-    IF FOUND THEN
-        IF v_bound.name <> p_model OR v_bound.dimension <> p_dimension THEN
-            RAISE EXCEPTION 'namespace % was written with embedding model % (% dimensions), not % (% dimensions)',
-                p_namespace, v_bound.name, v_bound.dimension, p_model, p_dimension
-                USING ERRCODE = 'PM002';
-        END IF;
-        RETURN v_bound.model_id;
-    END IF;
-
-    SELECT model_id INTO v_model_id FROM pgmem.embedding_models WHERE name = p_model AND dimension = p_dimension;
-    IF v_model_id IS NULL THEN
-        v_model_id := pgmem.register_model_v1(p_model, p_dimension);
-    END IF;
-
-    INSERT INTO pgmem.namespaces (namespace, model_id) VALUES (p_namespace, v_model_id)
-    ON CONFLICT (namespace) DO NOTHING;
-    -- A concurrent session may have bound the namespace first: check what won.
-    RETURN pgmem.register_namespace_v1(p_namespace, p_model, p_dimension);
-END;
-$$;
-
--- BM25 weight of one query term in one note: idf * tf * (k1 + 1) /
--- (tf + k1 * (1 - b + b * length / average_length)). A plain expression, so the planner
--- inlines it; stage one sums it over the query terms a note contains.
+-- BM25 weight of one query term in one note.
 CREATE FUNCTION pgmem.bm25_term_v1(
     idf double precision,
     tf double precision,
@@ -262,21 +417,57 @@ CREATE FUNCTION pgmem.bm25_term_v1(
     length double precision,
     average_length double precision
 ) RETURNS double precision
+    -- Okapi BM25: idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average_length)).
+    -- A plain expression, so the planner inlines it; bm25_v1 sums it over the query terms
+    -- a note contains.
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average_length));
 
--- Compile a metadata filter tree (built and allowlisted by pgmem.retrieval.filters from
--- the caller's `where` text) into a boolean SQL expression over the notes alias n.
--- Second line of defence: operators and columns come from fixed lists here, and no
--- caller string becomes SQL text at all: every value (and metadata key) is read at run
--- time from the tree itself, passed as the bind parameter named by p_param, through a
--- path this function builds from array positions and fixed keys.
+-- BM25 of one note for the query terms (terms and idf in the same order).
+CREATE FUNCTION pgmem.bm25_v1(
+    lexemes tsvector,
+    lexeme_count integer,
+    terms text[],
+    idf double precision[],
+    k1 double precision,
+    b double precision,
+    average_length double precision
+) RETURNS TABLE (bm25 double precision)
+    -- The sum of bm25_term_v1 over the note's lexemes that are query terms; NULL when none
+    -- is. A set-returning SQL function so that the planner inlines it (as a LATERAL
+    -- subquery).
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT sum(pgmem.bm25_term_v1(idf[array_position(terms, u.lexeme)], coalesce(cardinality(u.positions), 1),
+                                  k1, b, lexeme_count, average_length))
+    FROM unnest(ts_filter(setweight(setweight(lexemes, 'D'), 'A', terms), '{a}')) AS u
+$$;
+
+-- The SQL expression turning a text value expression into a column's type.
+CREATE FUNCTION pgmem.filter_value_v1(expression text, value_type text) RETURNS text
+    -- A date, or a time without an offset, means UTC whatever the session's time zone (an
+    -- offset counts only after a time of day: the "-08" ending "2023-05-08" is the day).
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN CASE value_type
+        WHEN 'timestamptz' THEN format(
+            'CASE WHEN %1$s ~ ''[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)$'''
+            ' THEN (%1$s)::timestamptz ELSE (%1$s)::timestamp AT TIME ZONE ''UTC'' END', expression)
+        WHEN 'real' THEN format('(%s)::real', expression)
+        ELSE format('(%s)::text', expression)
+    END;
+
+-- Compile a metadata filter tree into a boolean SQL expression over the notes alias n.
 CREATE FUNCTION pgmem.compile_filter_v1(
     node jsonb,
     p_param text DEFAULT '$1',
     path text[] DEFAULT '{}',
     depth integer DEFAULT 0
 ) RETURNS text
+    -- The tree is built and allowlisted by pgmem.retrieval.filters from the caller's
+    -- `where` text. Second line of defence: operators and columns come from fixed lists
+    -- here, and no caller string becomes SQL text at all: every value (and metadata key)
+    -- is read at run time from the tree itself, passed as the bind parameter named by
+    -- p_param, through a path this function builds from array positions and fixed keys.
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 DECLARE
     v_op text := node ->> 'op';
@@ -355,26 +546,147 @@ BEGIN
 END;
 $$;
 
--- The SQL expression turning a text value expression into a column's type. A date,
--- or a time without an offset, means UTC whatever the session's time zone (an offset
--- counts only after a time of day: the "-08" ending "2023-05-08" is the day).
-CREATE FUNCTION pgmem.filter_value_v1(expression text, value_type text) RETURNS text
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN CASE value_type
-        WHEN 'timestamptz' THEN format(
-            'CASE WHEN %1$s ~ ''[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)$'''
-            ' THEN (%1$s)::timestamptz ELSE (%1$s)::timestamp AT TIME ZONE ''UTC'' END', expression)
-        WHEN 'real' THEN format('(%s)::real', expression)
-        ELSE format('(%s)::text', expression)
-    END;
+-- Access rules (row-level security and the checked functions call these) -----------------
 
--- Stage one of the read path (DESIGN §3.1) as one statement: dense top-k through the
--- model's HNSW index, lexical top-k by BM25 over the rarest query terms, their union
--- scored (weighted cosine + weighted normalised BM25 + bounded facet and link boosts),
--- and the pool aggregates by window functions. Rows come best base score first.
---
---   SELECT * FROM pgmem.stage_one_v1('default', 'all-MiniLM-L6-v2-onnx-int8',
---                                    '[0.01, ...]', 'Who founded the company?', k_dense => 30);
+-- The name of this database's pgmem group role of kind p_kind (reader, writer, admin).
+CREATE FUNCTION pgmem.group_role_v1(p_kind text) RETURNS name
+    -- pgmem.migrate installs the roles under a prefix (default pgmem): databases of one
+    -- cluster that must not share administrators use different prefixes.
+    LANGUAGE sql IMMUTABLE
+    RETURN CASE p_kind WHEN 'reader' THEN 'pgmem_reader'::name
+                       WHEN 'writer' THEN 'pgmem_writer'::name
+                       WHEN 'admin' THEN 'pgmem_admin'::name END;
+
+-- True when the current user may read and write namespace p_namespace.
+CREATE FUNCTION pgmem.may_use_namespace_v1(p_namespace text) RETURNS boolean
+    -- An admin, a superuser, or a member of a role granted that namespace. Grants name a
+    -- role by OID; the join to pg_roles skips grants whose role was dropped.
+    LANGUAGE sql STABLE
+    RETURN p_namespace IS NOT NULL AND (
+        pg_has_role(current_user, 'pgmem_admin', 'MEMBER')
+        OR EXISTS (SELECT 1 FROM pgmem.namespace_grants AS g
+                   JOIN pg_catalog.pg_roles AS r ON r.oid = g.role_oid
+                   WHERE g.namespace = p_namespace
+                     AND pg_has_role(current_user, r.oid, 'MEMBER')));
+
+-- The session's namespace, if the current user may use it (else NULL: no rows).
+CREATE FUNCTION pgmem.session_namespace_v1() RETURNS text
+    LANGUAGE sql STABLE
+    RETURN CASE WHEN pgmem.may_use_namespace_v1(current_setting('pgmem.namespace', true))
+                THEN current_setting('pgmem.namespace', true) END;
+
+-- True when the current user may write notes of family p_family into p_namespace.
+CREATE FUNCTION pgmem.may_write_family_v1(p_namespace text, p_family text) RETURNS boolean
+    -- The family is bound to no role, or the user is a member of a bound role (that still
+    -- exists), an admin, or a member of the schema owner. Runs as the caller, so a reader
+    -- or writer sees only the bindings of its session namespace (row-level security),
+    -- which is the only namespace it can insert notes into.
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pgmem, pg_temp
+    RETURN pg_has_role(current_user, 'pgmem_admin', 'MEMBER')
+        OR pg_has_role(current_user, (SELECT s.nspowner FROM pg_catalog.pg_namespace AS s WHERE s.nspname = 'pgmem'),
+                       'MEMBER')
+        OR NOT EXISTS (SELECT 1 FROM pgmem.family_writers AS w
+                       WHERE w.namespace = p_namespace AND w.family = p_family)
+        OR EXISTS (SELECT 1 FROM pgmem.family_writers AS w
+                   JOIN pg_catalog.pg_roles AS r ON r.oid = w.role_oid
+                   WHERE w.namespace = p_namespace AND w.family = p_family
+                     AND pg_has_role(current_user, r.oid, 'MEMBER'));
+
+-- Embedding models and namespaces --------------------------------------------------------
+
+-- Build the HNSW index of embedding model p_model_id on pgmem.notes (owner rights).
+CREATE FUNCTION pgmem.ensure_model_index_v1(p_model_id integer) RETURNS void
+    -- Binding a namespace runs as the caller (so row-level security decides which
+    -- namespaces a writer may create); only the HNSW index, DDL on a table the caller
+    -- does not own, is built by this owner-rights helper from the model registry alone.
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pgmem, pg_temp
+    AS $$
+DECLARE
+    v_model record;
+    v_vector_schema name;
+BEGIN
+    SELECT model_id, dimension, index_type INTO STRICT v_model
+    FROM pgmem.embedding_models WHERE model_id = p_model_id;
+    -- The search path is pinned, so name pgvector's type and operator class by the
+    -- schema the extension was installed in.
+    SELECT e.extnamespace::regnamespace::name INTO STRICT v_vector_schema
+    FROM pg_extension AS e WHERE e.extname = 'vector';
+    -- Two sessions registering the same new model must not race on CREATE INDEX.
+    PERFORM pg_advisory_xact_lock(hashtext('pgmem.embedding_model'), v_model.model_id);
+    EXECUTE format(
+        'CREATE INDEX IF NOT EXISTS %I ON pgmem.notes USING hnsw ((embedding::%I.%I(%s)) %I.%I) WHERE model_id = %s',
+        'notes_embedding_hnsw_m' || v_model.model_id,
+        v_vector_schema, v_model.index_type, v_model.dimension,
+        v_vector_schema, v_model.index_type || '_cosine_ops',
+        v_model.model_id);
+END;
+$$;
+
+-- Register embedding model p_model of p_dimension dimensions (admin or owner); returns its id.
+CREATE FUNCTION pgmem.register_model_v1(p_model text, p_dimension integer) RETURNS integer
+    -- Builds its HNSW index; registering a registered model is a no-op. A caller who may
+    -- not register gets the id of a registered model, else PM004.
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_model_id integer;
+BEGIN
+    SELECT model_id INTO v_model_id FROM pgmem.embedding_models WHERE name = p_model AND dimension = p_dimension;
+    IF NOT has_table_privilege(current_user, 'pgmem.embedding_models', 'INSERT') THEN
+        IF v_model_id IS NULL THEN
+            RAISE EXCEPTION 'embedding model % (% dimensions) is not registered in this database', p_model, p_dimension
+                USING ERRCODE = 'PM004',
+                      HINT = 'An admin (pgmem_admin) registers it once: pgmem.register_model(conn, embedder).';
+        END IF;
+        RETURN v_model_id;
+    END IF;
+    INSERT INTO pgmem.embedding_models (name, dimension) VALUES (p_model, p_dimension)
+    ON CONFLICT (name, dimension) DO NOTHING;
+    SELECT model_id INTO STRICT v_model_id
+    FROM pgmem.embedding_models WHERE name = p_model AND dimension = p_dimension;
+    PERFORM pgmem.ensure_model_index_v1(v_model_id);
+    RETURN v_model_id;
+END;
+$$;
+
+-- Bind a namespace to an embedding model, registering the model first if the caller may.
+CREATE FUNCTION pgmem.register_namespace_v1(p_namespace text, p_model text, p_dimension integer)
+    RETURNS integer
+    -- Admins and the owner may register; raises PM002 if the namespace already uses
+    -- another model or dimension, PM004 if a writer names a model no admin registered.
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_model_id integer;
+    v_bound record;
+BEGIN
+    SELECT m.model_id, m.name, m.dimension INTO v_bound
+    FROM pgmem.namespaces AS n JOIN pgmem.embedding_models AS m USING (model_id)
+    WHERE n.namespace = p_namespace;
+    IF FOUND THEN
+        IF v_bound.name <> p_model OR v_bound.dimension <> p_dimension THEN
+            RAISE EXCEPTION 'namespace % was written with embedding model % (% dimensions), not % (% dimensions)',
+                p_namespace, v_bound.name, v_bound.dimension, p_model, p_dimension
+                USING ERRCODE = 'PM002';
+        END IF;
+        RETURN v_bound.model_id;
+    END IF;
+
+    SELECT model_id INTO v_model_id FROM pgmem.embedding_models WHERE name = p_model AND dimension = p_dimension;
+    IF v_model_id IS NULL THEN
+        v_model_id := pgmem.register_model_v1(p_model, p_dimension);
+    END IF;
+
+    INSERT INTO pgmem.namespaces (namespace, model_id) VALUES (p_namespace, v_model_id)
+    ON CONFLICT (namespace) DO NOTHING;
+    -- A concurrent session may have bound the namespace first: check what won.
+    RETURN pgmem.register_namespace_v1(p_namespace, p_model, p_dimension);
+END;
+$$;
+
+-- The read path --------------------------------------------------------------------------
+
+-- Stage one of the read path (DESIGN §3.1): the scored candidate pool of one query.
 CREATE FUNCTION pgmem.stage_one_v1(
     p_namespace text,
     p_model text,
@@ -432,1438 +744,13 @@ CREATE FUNCTION pgmem.stage_one_v1(
         boost_keyword double precision,
         boost_handle double precision
     )
-    LANGUAGE plpgsql STABLE
-    -- Restored when the function returns, whatever it sets inside.
-    SET hnsw.ef_search = 100
-    AS $function$
-DECLARE
-    v_model record;
-    v_vector_type text;
-    -- pgvector >= 0.8 can keep scanning HNSW until a filtered search fills k.
-    v_iterative boolean := (SELECT string_to_array(e.extversion, '.')::integer[] >= '{0,8}'
-                            FROM pg_extension AS e WHERE e.extname = 'vector');
-    v_previous_scan text;
-    -- The caller's metadata filter, compiled from its allowlisted tree (true when none).
-    v_filter text := CASE WHEN filter IS NULL THEN 'true' ELSE pgmem.compile_filter_v1(filter, '$26') END;
-BEGIN
-    IF k_dense < 1 OR k_lex < 0 THEN
-        RAISE EXCEPTION 'stage_one_v1: k_dense must be >= 1 and k_lex >= 0, got % and %', k_dense, k_lex
-            USING ERRCODE = '22023';
-    END IF;
-
-    SELECT n.model_id, m.name, m.dimension, m.index_type, n.note_count, n.lexeme_total
-    INTO v_model
-    FROM pgmem.namespaces AS n JOIN pgmem.embedding_models AS m USING (model_id)
-    WHERE n.namespace = p_namespace;
-    IF NOT FOUND THEN
-        RETURN;  -- an unknown namespace holds no notes: an empty pool, not an error
-    END IF;
-    IF v_model.name <> p_model OR v_model.dimension <> vector_dims(p_query_embedding) THEN
-        RAISE EXCEPTION 'namespace % was written with embedding model % (% dimensions), not % (% dimensions)',
-            p_namespace, v_model.name, v_model.dimension, p_model, vector_dims(p_query_embedding)
-            USING ERRCODE = 'PM002';
-    END IF;
-
-    -- ef_search must be at least k for HNSW to return k rows; local to this call.
-    PERFORM set_config('hnsw.ef_search', greatest(ef_search, k_dense)::text, true);
-    -- Filtering by namespace (and role) needs the iterative scan to fill k; set for this
-    -- statement and put back below (a function SET clause would fail on pgvector < 0.8).
-    IF v_iterative THEN
-        v_previous_scan := current_setting('hnsw.iterative_scan', true);
-        PERFORM set_config('hnsw.iterative_scan', 'relaxed_order', true);
-    END IF;
-    v_vector_type := format('%s(%s)', v_model.index_type, v_model.dimension);
-
-    RETURN QUERY EXECUTE format($query$
-    WITH
-    query_terms AS (
-        SELECT s.lexeme,
-               s.document_frequency AS df,
-               ln(1 + ($5::float8 - s.document_frequency + 0.5) / (s.document_frequency + 0.5)) AS idf
-        FROM (SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', $4)) AS u) AS q
-        JOIN pgmem.lexeme_stats AS s ON s.namespace = $1 AND s.lexeme = q.lexeme
-        WHERE s.document_frequency > 0
-    ),
-    -- Rarest terms first, while their summed postings stay within the budget.
-    screening_terms AS (
-        SELECT t.lexeme
-        FROM (SELECT lexeme,
-                     row_number() OVER (ORDER BY df, lexeme) AS position,
-                     sum(df) OVER (ORDER BY df, lexeme) AS postings
-              FROM query_terms) AS t
-        WHERE t.position <= $9 AND t.postings <= $10
-    ),
-    screening_query AS (
-        SELECT string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''', ' | ')::tsquery AS tsq
-        FROM screening_terms
-    ),
-    query_vector AS (
-        SELECT greatest($6::float8 / greatest($5, 1), 1) AS average_length
-    ),
-    lexical AS (
-        SELECT n.note_id
-        FROM screening_query AS sq
-        JOIN pgmem.notes AS n ON n.lexemes @@ sq.tsq
-        CROSS JOIN query_vector AS qv
-        CROSS JOIN LATERAL (
-            SELECT sum(pgmem.bm25_term_v1(qt.idf, coalesce(cardinality(u.positions), 1), $11, $12,
-                                          n.lexeme_count, qv.average_length)) AS bm25
-            FROM unnest(n.lexemes) AS u JOIN query_terms AS qt ON qt.lexeme = u.lexeme
-        ) AS score
-        WHERE $8 > 0 AND n.namespace = $1 AND n.model_id = %1$s
-          AND ($24::text[] IS NULL OR n.role = ANY ($24)) AND (%3$s)
-        ORDER BY score.bm25 DESC, n.note_id
-        LIMIT $8
-    ),
-    dense AS MATERIALIZED (
-        SELECT n.note_id
-        FROM pgmem.notes AS n
-        WHERE n.namespace = $1 AND n.model_id = %1$s
-          AND ($24::text[] IS NULL OR n.role = ANY ($24)) AND (%3$s)
-        ORDER BY n.embedding::%2$s <=> $3::%2$s
-        LIMIT $7
-    ),
-    -- The best few dense and lexical candidates bring their neighbours along: the
-    -- previous and next span of their document, and the notes they link to.
-    seeds AS (
-        (SELECT d.note_id FROM dense AS d LIMIT $27)
-        UNION
-        (SELECT l.note_id FROM lexical AS l LIMIT $27)
-    ),
-    neighbours AS MATERIALIZED (
-        SELECT nb.note_id
-        FROM seeds AS sd
-        JOIN pgmem.notes AS s ON s.namespace = $1 AND s.note_id = sd.note_id
-        CROSS JOIN LATERAL (
-            -- Neighbours pass the same model, role and metadata filters as every candidate.
-            (SELECT n.note_id FROM pgmem.notes AS n
-             WHERE n.namespace = $1 AND n.document_id = s.document_id AND n.span_start < s.span_start
-               AND n.model_id = %1$s AND ($24::text[] IS NULL OR n.role = ANY ($24)) AND (%3$s)
-             ORDER BY n.span_start DESC LIMIT 1)
-            UNION ALL
-            (SELECT n.note_id FROM pgmem.notes AS n
-             WHERE n.namespace = $1 AND n.document_id = s.document_id AND n.span_start > s.span_start
-               AND n.model_id = %1$s AND ($24::text[] IS NULL OR n.role = ANY ($24)) AND (%3$s)
-             ORDER BY n.span_start LIMIT 1)
-            UNION ALL
-            (SELECT n.note_id FROM unnest(s.links) AS l (target)
-             JOIN pgmem.notes AS n ON n.namespace = $1 AND n.note_id = l.target
-             WHERE n.model_id = %1$s AND ($24::text[] IS NULL OR n.role = ANY ($24)) AND (%3$s))
-        ) AS nb
-        WHERE $27 > 0
-    ),
-    candidates AS (
-        SELECT d.note_id FROM dense AS d
-        UNION
-        SELECT l.note_id FROM lexical AS l
-        UNION
-        SELECT nb.note_id FROM neighbours AS nb
-    ),
-    scored AS (
-        SELECT n.*,
-               1 - (n.embedding::%2$s <=> $3::%2$s) AS cosine,
-               coalesce(score.bm25, 0) AS bm25
-        FROM candidates AS c
-        JOIN pgmem.notes AS n ON n.namespace = $1 AND n.note_id = c.note_id
-        CROSS JOIN query_vector AS qv
-        CROSS JOIN LATERAL (
-            SELECT sum(pgmem.bm25_term_v1(qt.idf, coalesce(cardinality(u.positions), 1), $11, $12,
-                                          n.lexeme_count, qv.average_length)) AS bm25
-            FROM unnest(n.lexemes) AS u JOIN query_terms AS qt ON qt.lexeme = u.lexeme
-        ) AS score
-    ),
-    relevance AS (
-        SELECT s.*,
-               coalesce(s.bm25 / nullif(max(s.bm25) OVER (), 0), 0) AS lexical,
-               $13 * s.cosine + $14 * coalesce(s.bm25 / nullif(max(s.bm25) OVER (), 0), 0) AS relevance
-        FROM scored AS s
-    ),
-    boosted AS (
-        SELECT r.*,
-               -- entity hints: share of hints matched, each weighted by the tag's confidence
-               $16 * coalesce((
-                   SELECT sum(best) / nullif(cardinality($15), 0)
-                   FROM (SELECT max((e.value ->> 'confidence')::float8) AS best
-                         FROM jsonb_array_elements(r.entities) AS e
-                         WHERE lower(e.value ->> 'text') = ANY ($15)
-                         GROUP BY lower(e.value ->> 'text')) AS matched
-               ), 0) AS boost_entity,
-               -- time hint: the best-confidence time tag overlapping it, else the source time
-               $19 * CASE
-                   WHEN $17::timestamptz IS NULL AND $18::timestamptz IS NULL THEN 0
-                   ELSE coalesce((
-                       SELECT max((t.value ->> 'confidence')::float8)
-                       FROM jsonb_array_elements(r.time_tags) AS t
-                       WHERE (t.value ->> 'end')::timestamptz > coalesce($17, '-infinity')
-                         AND (t.value ->> 'start')::timestamptz < coalesce($18, 'infinity')
-                   ), CASE WHEN r.source_ts >= coalesce($17, '-infinity')
-                            AND r.source_ts < coalesce($18, 'infinity') THEN 0.5 ELSE 0 END)
-               END AS boost_time,
-               $21 * coalesce((SELECT count(*)::float8 / nullif(cardinality($20), 0)
-                               FROM unnest($20) AS k WHERE k = ANY (r.keywords)), 0) AS boost_keyword,
-               $23 * coalesce((SELECT count(*)::float8 / nullif(cardinality($22), 0)
-                               FROM unnest($22) AS h WHERE h = ANY (r.handles)), 0) AS boost_handle
-        FROM relevance AS r
-    ),
-    faceted AS (
-        SELECT b.*, b.boost_entity + b.boost_time + b.boost_keyword + b.boost_handle AS facet_boost
-        FROM boosted AS b
-    ),
-    -- The link boost follows links within a document (previous/next span), both ways
-    -- since links are written one way (notes are immutable). Links between documents
-    -- (shared rare handles or entities) only pull neighbours into the pool: as a boost
-    -- they cost 5.5 points of recall on MultiHop-RAG and gained nothing on LoCoMo.
-    link_pairs AS (
-        SELECT a.note_id AS source, b.relevance
-        FROM faceted AS a
-        JOIN faceted AS b ON b.document_id = a.document_id AND b.note_id <> a.note_id
-        WHERE $25 > 0 AND (b.note_id = ANY (a.links) OR a.note_id = ANY (b.links))
-    ),
-    linked AS (
-        SELECT source AS note_id, max(relevance) AS best_link FROM link_pairs GROUP BY source
-    ),
-    based AS (
-        SELECT b.*, $25 * coalesce(l.best_link, 0) AS link_boost,
-               b.relevance + b.facet_boost + $25 * coalesce(l.best_link, 0) AS base_score
-        FROM faceted AS b LEFT JOIN linked AS l USING (note_id)
-    ),
-    aggregated AS (
-        SELECT b.*,
-               count(*) OVER () AS pool_size,
-               avg(b.base_score) OVER () AS pool_mean,
-               var_pop(b.base_score) OVER () AS pool_variance,
-               count(*) OVER (PARTITION BY b.family) AS family_count,
-               sum(b.base_score) OVER (PARTITION BY b.family) AS family_score_sum,
-               avg(b.confidence::float8) OVER (PARTITION BY b.family) AS family_mean_confidence
-        FROM based AS b
-    )
-    SELECT a.note_id, a.external_id, a.document_id, a.span_start, a.span_end, a.text,
-           a.context, a.family, a.role, a.confidence::float8, a.source_ts,
-           a.cosine, a.lexical, a.facet_boost, a.link_boost, a.base_score,
-           a.pool_size::integer, a.pool_mean, a.pool_variance,
-           -- H = -avg over rows of ln(m_f / N) = -sum_f (m_f / N) ln(m_f / N)
-           greatest(-avg(ln(a.family_count::float8 / a.pool_size)) OVER (), 0),
-           a.family_count::integer, a.family_score_sum, a.family_mean_confidence,
-           a.boost_entity, a.boost_time, a.boost_keyword, a.boost_handle
-    FROM aggregated AS a
-    ORDER BY a.base_score DESC, a.note_id
-    $query$, v_model.model_id, v_vector_type, v_filter)
-    USING p_namespace, p_model, p_query_embedding, p_query,
-          v_model.note_count, v_model.lexeme_total, k_dense, k_lex, lex_max_terms,
-          lex_max_postings, bm25_k1, bm25_b, dense_weight, lexical_weight,
-          (SELECT coalesce(array_agg(DISTINCT lower(h)), '{}') FROM unnest(entity_hints) AS h),
-          entity_boost, time_from, time_to, time_boost,
-          keyword_hints, keyword_boost, handle_hints, handle_boost, roles, link_weight, filter,
-          neighbour_seeds;
-
-    IF v_iterative THEN
-        PERFORM set_config('hnsw.iterative_scan', coalesce(v_previous_scan, 'off'), true);
-    END IF;
-END;
-$function$;
-
--- Logged packs (pgmem.pack(..., log=True)): one row per pack, one per pool family.
-CREATE TABLE pgmem.pack_log (
-    namespace text NOT NULL,
-    pack_id uuid NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now(),
-    query text NOT NULL,
-    mode text NOT NULL,
-    embedding_model text NOT NULL,
-    degraded boolean NOT NULL,
-    degraded_reasons text[] NOT NULL,
-    pool_size integer NOT NULL,
-    pool_mean double precision NOT NULL,
-    pool_variance double precision NOT NULL,
-    entropy double precision NOT NULL,
-    note_ids uuid[] NOT NULL,
-    parameters jsonb NOT NULL,
-    hints jsonb NOT NULL,
-    rejections jsonb NOT NULL,
-    timings_ms jsonb NOT NULL,
-    PRIMARY KEY (namespace, pack_id)
-);
-CREATE INDEX pack_log_created ON pgmem.pack_log (namespace, created_at);
-
-CREATE TABLE pgmem.pack_log_families (
-    namespace text NOT NULL,
-    pack_id uuid NOT NULL,
-    family text NOT NULL,
-    count integer NOT NULL,
-    score_sum double precision NOT NULL,
-    mean_confidence double precision NOT NULL,
-    expected_sum double precision NOT NULL,
-    expected_variance double precision NOT NULL,
-    z double precision NOT NULL,
-    shrunk_z double precision NOT NULL,
-    corroboration double precision NOT NULL,
-    reliability double precision NOT NULL,
-    uncertainty double precision NOT NULL,
-    regularizer double precision NOT NULL,
-    variance_floor_dominated boolean NOT NULL,
-    -- What the beta mode read (NULL in packs logged before migration 0003).
-    feedback_helpful double precision,
-    feedback_unhelpful double precision,
-    feedback_reliability double precision,
-    feedback_z double precision,
-    PRIMARY KEY (namespace, pack_id, family),
-    FOREIGN KEY (namespace, pack_id) REFERENCES pgmem.pack_log (namespace, pack_id)
-);
-
--- Persist one pack and its family diagnostics from a JSON document (one statement).
-CREATE FUNCTION pgmem.log_pack_v1(p_pack jsonb) RETURNS uuid
-    LANGUAGE sql AS $$
-    WITH pack AS (
-        INSERT INTO pgmem.pack_log (namespace, pack_id, query, mode, embedding_model, degraded,
-                                    degraded_reasons, pool_size, pool_mean, pool_variance, entropy,
-                                    note_ids, parameters, hints, rejections, timings_ms)
-        SELECT p_pack ->> 'namespace', (p_pack ->> 'pack_id')::uuid, p_pack ->> 'query',
-               p_pack ->> 'mode', p_pack ->> 'embedding_model', (p_pack ->> 'degraded')::boolean,
-               ARRAY(SELECT jsonb_array_elements_text(p_pack -> 'degraded_reasons')),
-               (p_pack ->> 'pool_size')::integer, (p_pack ->> 'pool_mean')::float8,
-               (p_pack ->> 'pool_variance')::float8, (p_pack ->> 'entropy')::float8,
-               ARRAY(SELECT jsonb_array_elements_text(p_pack -> 'note_ids'))::uuid[],
-               p_pack -> 'parameters', p_pack -> 'hints', p_pack -> 'rejections',
-               p_pack -> 'timings_ms'
-        RETURNING namespace, pack_id
-    ), families AS (
-        INSERT INTO pgmem.pack_log_families
-        SELECT pack.namespace, pack.pack_id, f.*
-        FROM pack, jsonb_to_recordset(p_pack -> 'families') AS f (
-            family text, count integer, score_sum float8, mean_confidence float8,
-            expected_sum float8, expected_variance float8, z float8, shrunk_z float8,
-            corroboration float8, reliability float8, uncertainty float8, regularizer float8,
-            variance_floor_dominated boolean, feedback_helpful float8, feedback_unhelpful float8,
-            feedback_reliability float8, feedback_z float8)
-    )
-    SELECT pack_id FROM pack;
-$$;
-
--- How often calibration switched itself off, by reason ('any' counts degraded packs).
-CREATE VIEW pgmem.pack_degraded_rate_v1 WITH (security_invoker = true) AS
-WITH totals AS (
-    SELECT namespace, mode, count(*) AS packs FROM pgmem.pack_log GROUP BY namespace, mode
-), reasons AS (
-    SELECT namespace, mode, 'any' AS reason, count(*) FILTER (WHERE degraded) AS degraded_packs
-    FROM pgmem.pack_log GROUP BY namespace, mode
-    UNION ALL
-    SELECT l.namespace, l.mode, r.reason, count(*)
-    FROM pgmem.pack_log AS l, unnest(l.degraded_reasons) AS r (reason)
-    GROUP BY l.namespace, l.mode, r.reason
-)
-SELECT t.namespace, t.mode, r.reason, t.packs, r.degraded_packs,
-       r.degraded_packs::float8 / t.packs AS rate
-FROM totals AS t JOIN reasons AS r USING (namespace, mode);
-
--- How often the variance floor dominated a family's expected variance.
-CREATE VIEW pgmem.pack_variance_floor_rate_v1 WITH (security_invoker = true) AS
-SELECT f.namespace, l.mode,
-       count(DISTINCT f.pack_id) AS packs,
-       count(*) AS family_rows,
-       count(*) FILTER (WHERE f.variance_floor_dominated) AS floor_dominated_rows,
-       avg(f.variance_floor_dominated::integer::float8) AS floor_dominated_rate,
-       count(DISTINCT f.pack_id) FILTER (WHERE f.variance_floor_dominated)::float8
-           / count(DISTINCT f.pack_id) AS packs_with_floor_rate
-FROM pgmem.pack_log_families AS f
-JOIN pgmem.pack_log AS l USING (namespace, pack_id)
-GROUP BY f.namespace, l.mode;
-
--- The distribution of family-label entropy (nats) over logged pools.
-CREATE VIEW pgmem.pack_entropy_distribution_v1 WITH (security_invoker = true) AS
-SELECT namespace, mode, count(*) AS packs,
-       min(entropy) AS min,
-       percentile_cont(0.10) WITHIN GROUP (ORDER BY entropy) AS p10,
-       percentile_cont(0.25) WITHIN GROUP (ORDER BY entropy) AS p25,
-       percentile_cont(0.50) WITHIN GROUP (ORDER BY entropy) AS median,
-       percentile_cont(0.75) WITHIN GROUP (ORDER BY entropy) AS p75,
-       percentile_cont(0.90) WITHIN GROUP (ORDER BY entropy) AS p90,
-       max(entropy) AS max,
-       avg(entropy) AS mean
-FROM pgmem.pack_log
-GROUP BY namespace, mode;
-
--- Per-family regulariser statistics over the logged pools a family appeared in.
-CREATE VIEW pgmem.family_regularizer_stats_v1 WITH (security_invoker = true) AS
-SELECT f.namespace, l.mode, f.family,
-       count(*) AS pools,
-       avg(f.count) AS mean_pool_count,
-       avg(f.z) AS mean_z,
-       avg(f.reliability) AS mean_reliability,
-       avg(f.uncertainty) AS mean_uncertainty,
-       avg(f.regularizer) AS mean_regularizer,
-       min(f.regularizer) AS min_regularizer,
-       max(f.regularizer) AS max_regularizer,
-       avg((f.regularizer > 0)::integer::float8) AS positive_rate,
-       avg((f.regularizer < 0)::integer::float8) AS negative_rate,
-       avg(l.degraded::integer::float8) AS degraded_rate
-FROM pgmem.pack_log_families AS f
-JOIN pgmem.pack_log AS l USING (namespace, pack_id)
-GROUP BY f.namespace, l.mode, f.family;
-
--- The store's provenance families.
-CREATE VIEW pgmem.store_families_v1 WITH (security_invoker = true) AS
-SELECT namespace, family,
-       count(*) AS notes,
-       count(DISTINCT document_id) AS documents,
-       avg(confidence::float8) AS mean_confidence,
-       min(source_ts) AS first_source_ts,
-       max(source_ts) AS last_source_ts,
-       max(created_at) AS last_written_at
-FROM pgmem.notes
-GROUP BY namespace, family;
-
--- Which roles may use which namespace. The session setting pgmem.namespace picks one
--- namespace; row-level security shows its rows only if a role the session user is a
--- member of was granted that namespace, so SET pgmem.namespace cannot widen access.
--- Roles are named by OID: a role created later under a dropped role's name inherits
--- nothing.
-CREATE TABLE pgmem.namespace_grants (
-    namespace text NOT NULL CHECK (namespace ~ '^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$'),
-    granted_at timestamptz NOT NULL DEFAULT now(),
-    role_oid oid NOT NULL,
-    PRIMARY KEY (namespace, role_oid)
-);
-
--- A role sees only the grants of roles it is a member of (so no namespace names leak).
-ALTER TABLE pgmem.namespace_grants ENABLE ROW LEVEL SECURITY;
-CREATE POLICY own_grants ON pgmem.namespace_grants TO pgmem_reader, pgmem_writer
-    USING (EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r
-                   WHERE r.oid = role_oid AND pg_has_role(current_user, r.oid, 'MEMBER')));
-CREATE POLICY admin_all ON pgmem.namespace_grants TO pgmem_admin USING (true);
-
--- True when the current user may read and write namespace p_namespace: an admin, a
--- superuser, or a member of a role granted that namespace. Grants name a role by OID;
--- the join to pg_roles skips grants whose role was dropped.
-CREATE FUNCTION pgmem.may_use_namespace_v1(p_namespace text) RETURNS boolean
-    LANGUAGE sql STABLE
-    RETURN p_namespace IS NOT NULL AND (
-        pg_has_role(current_user, 'pgmem_admin', 'MEMBER')
-        OR EXISTS (SELECT 1 FROM pgmem.namespace_grants AS g
-                   JOIN pg_catalog.pg_roles AS r ON r.oid = g.role_oid
-                   WHERE g.namespace = p_namespace
-                     AND pg_has_role(current_user, r.oid, 'MEMBER')));
-
--- The session's namespace, if the current user may use it (else NULL: no rows).
-CREATE FUNCTION pgmem.session_namespace_v1() RETURNS text
-    LANGUAGE sql STABLE
-    RETURN CASE WHEN pgmem.may_use_namespace_v1(current_setting('pgmem.namespace', true))
-                THEN current_setting('pgmem.namespace', true) END;
-
--- Grant role p_role the namespace p_namespace (admin). An unknown role is an error.
-CREATE FUNCTION pgmem.grant_namespace_v1(p_role name, p_namespace text) RETURNS void
-    LANGUAGE plpgsql AS $$
-DECLARE
-    v_oid oid;
-BEGIN
-    SELECT r.oid INTO v_oid FROM pg_catalog.pg_roles AS r WHERE r.rolname = p_role;
-    IF v_oid IS NULL THEN
-        RAISE EXCEPTION 'grant_namespace: role % does not exist', p_role USING ERRCODE = '22023';
-    END IF;
-    INSERT INTO pgmem.namespace_grants (role_oid, namespace) VALUES (v_oid, p_namespace)
-    ON CONFLICT DO NOTHING;
-END;
-$$;
-
--- Take namespace p_namespace back from role p_role (admin).
-CREATE FUNCTION pgmem.revoke_namespace_v1(p_role name, p_namespace text) RETURNS void
-    LANGUAGE sql
-    BEGIN ATOMIC
-        DELETE FROM pgmem.namespace_grants AS g
-        WHERE g.namespace = p_namespace
-          AND g.role_oid = (SELECT r.oid FROM pg_catalog.pg_roles AS r WHERE r.rolname = p_role);
-    END;
-
--- Grants by role name, for people: dropped roles do not appear.
-CREATE VIEW pgmem.namespace_grants_v1 WITH (security_invoker = true) AS
-SELECT g.namespace, r.rolname AS role_name, g.role_oid, g.granted_at
-FROM pgmem.namespace_grants AS g
-JOIN pg_catalog.pg_roles AS r ON r.oid = g.role_oid;
-
--- Delete the grants of dropped roles (admin; hygiene: they grant nothing already).
-CREATE FUNCTION pgmem.prune_grants_v1() RETURNS integer
-    LANGUAGE sql
-    BEGIN ATOMIC
-        WITH gone AS (
-            DELETE FROM pgmem.namespace_grants AS g
-            WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.oid = g.role_oid)
-            RETURNING 1
-        )
-        SELECT count(*)::integer FROM gone;
-    END;
-
--- Row-level security on every table keyed by namespace. The schema owner (who ran the
--- migrations) and superusers are not subject to it; pgmem_admin sees everything.
-ALTER TABLE pgmem.namespaces ENABLE ROW LEVEL SECURITY;
-ALTER TABLE pgmem.lexeme_stats ENABLE ROW LEVEL SECURITY;
-ALTER TABLE pgmem.notes ENABLE ROW LEVEL SECURITY;
-ALTER TABLE pgmem.pack_log ENABLE ROW LEVEL SECURITY;
-ALTER TABLE pgmem.pack_log_families ENABLE ROW LEVEL SECURITY;
-
-CREATE POLICY namespace_isolation ON pgmem.namespaces TO pgmem_reader, pgmem_writer
-    USING (namespace = (SELECT pgmem.session_namespace_v1()));
-CREATE POLICY namespace_isolation ON pgmem.lexeme_stats TO pgmem_reader, pgmem_writer
-    USING (namespace = (SELECT pgmem.session_namespace_v1()));
-CREATE POLICY namespace_isolation ON pgmem.notes TO pgmem_reader, pgmem_writer
-    USING (namespace = (SELECT pgmem.session_namespace_v1()));
-CREATE POLICY namespace_isolation ON pgmem.pack_log TO pgmem_reader, pgmem_writer
-    USING (namespace = (SELECT pgmem.session_namespace_v1()));
-CREATE POLICY namespace_isolation ON pgmem.pack_log_families TO pgmem_reader, pgmem_writer
-    USING (namespace = (SELECT pgmem.session_namespace_v1()));
-CREATE POLICY admin_all ON pgmem.namespaces TO pgmem_admin USING (true);
-CREATE POLICY admin_all ON pgmem.lexeme_stats TO pgmem_admin USING (true);
-CREATE POLICY admin_all ON pgmem.notes TO pgmem_admin USING (true);
-CREATE POLICY admin_all ON pgmem.pack_log TO pgmem_admin USING (true);
-CREATE POLICY admin_all ON pgmem.pack_log_families TO pgmem_admin USING (true);
-
--- Erasure: the one way notes leave the store (pgmem.forget_v1). The audit keeps who,
--- when, what (ids, no content), why and how much went with the notes.
-CREATE TABLE pgmem.forget_audit (
-    audit_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    namespace text NOT NULL,
-    scope text NOT NULL CHECK (scope IN ('notes', 'document', 'family')),
-    selector text[] NOT NULL,
-    reason text NOT NULL CHECK (btrim(reason) <> ''),
-    requested_by name NOT NULL,
-    forgotten_at timestamptz NOT NULL DEFAULT now(),
-    notes_removed integer NOT NULL,
-    note_ids uuid[] NOT NULL,
-    feedback_removed integer NOT NULL DEFAULT 0,
-    packs_removed integer NOT NULL DEFAULT 0
-);
-
--- After notes are deleted (forget, supersede): every row derived from them goes or is
--- recounted. Lexeme statistics lose the notes' lexemes (rows at zero are deleted, so no
--- word of the erased text stays readable); feedback on the notes is deleted and the
--- families' learned reliability recounted from what remains; logged packs that packed
--- or rejected a deleted note are deleted with their family rows (their question may
--- be about the erased text). The counts go to pgmem.forget_erasure for forget_v1.
-CREATE FUNCTION pgmem.count_forgotten_notes_v1() RETURNS trigger
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, pgmem, pg_temp
-    AS $$
-DECLARE
-    v_feedback integer;
-    v_packs integer;
-BEGIN
-    UPDATE pgmem.lexeme_stats AS s
-    SET document_frequency = s.document_frequency - d.notes
-    FROM (SELECT o.namespace, u.lexeme, count(*) AS notes
-          FROM old_notes AS o, unnest(o.lexemes) AS u
-          GROUP BY o.namespace, u.lexeme) AS d
-    WHERE s.namespace = d.namespace AND s.lexeme = d.lexeme;
-    -- A second statement: one statement cannot delete the rows it just updated.
-    DELETE FROM pgmem.lexeme_stats AS s
-    WHERE s.document_frequency <= 0
-      AND (s.namespace, s.lexeme) IN (SELECT o.namespace, u.lexeme FROM old_notes AS o, unnest(o.lexemes) AS u);
-
-    UPDATE pgmem.namespaces AS s
-    SET note_count = s.note_count - d.notes, lexeme_total = s.lexeme_total - d.lexemes
-    FROM (SELECT namespace, count(*) AS notes, sum(lexeme_count) AS lexemes
-          FROM old_notes GROUP BY namespace) AS d
-    WHERE s.namespace = d.namespace;
-
-    -- Feedback on the deleted notes, and the families' totals recounted from the rest
-    -- (summing what remains, not subtracting: no floating-point residue below zero).
-    WITH removed AS (
-        DELETE FROM pgmem.feedback AS f
-        USING old_notes AS o
-        WHERE f.namespace = o.namespace AND f.note_id = o.note_id
-        RETURNING f.namespace, f.family
-    ), touched AS (
-        SELECT DISTINCT namespace, family FROM removed
-    ), recounted AS (
-        UPDATE pgmem.family_reliability AS r
-        SET helpful = coalesce((SELECT sum(f.weight) FROM pgmem.feedback AS f
-                                WHERE f.namespace = r.namespace AND f.family = r.family AND f.helpful
-                                  AND NOT EXISTS (SELECT 1 FROM old_notes AS o
-                                                  WHERE o.namespace = f.namespace AND o.note_id = f.note_id)), 0),
-            unhelpful = coalesce((SELECT sum(f.weight) FROM pgmem.feedback AS f
-                                  WHERE f.namespace = r.namespace AND f.family = r.family AND NOT f.helpful
-                                    AND NOT EXISTS (SELECT 1 FROM old_notes AS o
-                                                    WHERE o.namespace = f.namespace AND o.note_id = f.note_id)), 0),
-            updated_at = now()
-        FROM touched AS t
-        WHERE r.namespace = t.namespace AND r.family = t.family
-        RETURNING r.namespace
-    )
-    SELECT count(*) INTO v_feedback FROM removed;
-    DELETE FROM pgmem.family_reliability AS r
-    WHERE r.helpful = 0 AND r.unhelpful = 0
-      AND r.namespace IN (SELECT DISTINCT namespace FROM old_notes);
-    UPDATE pgmem.namespaces AS s
-    SET feedback_helpful = t.helpful, feedback_unhelpful = t.unhelpful
-    FROM (SELECT d.namespace, coalesce(sum(r.helpful), 0) AS helpful, coalesce(sum(r.unhelpful), 0) AS unhelpful
-          FROM (SELECT DISTINCT namespace FROM old_notes) AS d
-          LEFT JOIN pgmem.family_reliability AS r ON r.namespace = d.namespace
-          GROUP BY d.namespace) AS t
-    WHERE s.namespace = t.namespace;
-
-    -- Logged packs that packed or rejected a deleted note.
-    WITH doomed AS (
-        SELECT l.namespace, l.pack_id
-        FROM pgmem.pack_log AS l
-        WHERE l.namespace IN (SELECT DISTINCT namespace FROM old_notes)
-          AND (EXISTS (SELECT 1 FROM old_notes AS o
-                       WHERE o.namespace = l.namespace AND o.note_id = ANY (l.note_ids))
-               OR EXISTS (SELECT 1 FROM jsonb_array_elements(l.rejections) AS j (rejection)
-                          JOIN old_notes AS o ON o.namespace = l.namespace
-                          WHERE o.note_id::text IN (j.rejection ->> 'note_id', j.rejection ->> 'overlaps_note_id')))
-    ), families AS (
-        DELETE FROM pgmem.pack_log_families AS f USING doomed AS d
-        WHERE f.namespace = d.namespace AND f.pack_id = d.pack_id
-    ), packs AS (
-        DELETE FROM pgmem.pack_log AS l USING doomed AS d
-        WHERE l.namespace = d.namespace AND l.pack_id = d.pack_id
-        RETURNING 1
-    )
-    SELECT count(*) INTO v_packs FROM packs;
-
-    PERFORM set_config('pgmem.forget_feedback_removed',
-                       (coalesce(nullif(current_setting('pgmem.forget_feedback_removed', true), ''), '0')::integer
-                        + v_feedback)::text, true);
-    PERFORM set_config('pgmem.forget_packs_removed',
-                       (coalesce(nullif(current_setting('pgmem.forget_packs_removed', true), ''), '0')::integer
-                        + v_packs)::text, true);
-    RETURN NULL;
-END;
-$$;
-
-CREATE TRIGGER notes_count_forgotten AFTER DELETE ON pgmem.notes
-    REFERENCING OLD TABLE AS old_notes
-    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.count_forgotten_notes_v1();
-
--- Erasure: the one way notes leave the store. Deletes the notes (content and all),
--- which deletes or recounts every row derived from them (count_forgotten_notes_v1),
--- and records who, when, what (ids, no content), why and how much went with them.
-CREATE FUNCTION pgmem.forget_v1(p_namespace text, p_scope text, p_selector text[], p_reason text)
-    RETURNS TABLE (audit_id bigint, notes_removed integer)
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, pgmem, pg_temp
-    AS $$
-DECLARE
-    v_ids uuid[];
-    v_audit bigint;
-BEGIN
-    IF p_scope NOT IN ('notes', 'document', 'family') THEN
-        RAISE EXCEPTION 'forget: scope must be notes, document or family, got %', p_scope
-            USING ERRCODE = '22023';
-    END IF;
-    IF coalesce(cardinality(p_selector), 0) = 0 THEN
-        RAISE EXCEPTION 'forget: the selector must name at least one %', p_scope USING ERRCODE = '22023';
-    END IF;
-    IF p_reason IS NULL OR btrim(p_reason) = '' THEN
-        RAISE EXCEPTION 'forget: a reason is required' USING ERRCODE = '22023';
-    END IF;
-
-    PERFORM set_config('pgmem.forget_feedback_removed', '0', true);
-    PERFORM set_config('pgmem.forget_packs_removed', '0', true);
-    PERFORM set_config('pgmem.forget_in_progress', 'on', true);
-    WITH gone AS (
-        DELETE FROM pgmem.notes AS n
-        WHERE n.namespace = p_namespace
-          AND CASE p_scope
-                  WHEN 'notes' THEN n.note_id = ANY (p_selector::uuid[])
-                  WHEN 'document' THEN n.document_id = ANY (p_selector)
-                  ELSE n.family = ANY (p_selector)
-              END
-        RETURNING n.note_id
-    )
-    SELECT coalesce(array_agg(note_id ORDER BY note_id), '{}') INTO v_ids FROM gone;
-    PERFORM set_config('pgmem.forget_in_progress', 'off', true);
-
-    INSERT INTO pgmem.forget_audit (namespace, scope, selector, reason, requested_by, notes_removed, note_ids,
-                                    feedback_removed, packs_removed)
-    VALUES (p_namespace, p_scope, p_selector, p_reason, session_user, cardinality(v_ids), v_ids,
-            current_setting('pgmem.forget_feedback_removed')::integer,
-            current_setting('pgmem.forget_packs_removed')::integer)
-    RETURNING forget_audit.audit_id INTO v_audit;
-    RETURN QUERY SELECT v_audit, cardinality(v_ids);
-END;
-$$;
-
--- Recompute a namespace's statistics from its notes and feedback (admin): the repair
--- for statistics that went wrong however they did.
-CREATE FUNCTION pgmem.recount_namespace_v1(p_namespace text) RETURNS void
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, pgmem, pg_temp
-    AS $$
-BEGIN
-    PERFORM 1 FROM pgmem.namespaces WHERE namespace = p_namespace FOR UPDATE;
-    DELETE FROM pgmem.lexeme_stats WHERE namespace = p_namespace;
-    INSERT INTO pgmem.lexeme_stats (namespace, lexeme, document_frequency)
-    SELECT p_namespace, u.lexeme, count(*)
-    FROM pgmem.notes AS n, unnest(n.lexemes) AS u
-    WHERE n.namespace = p_namespace
-    GROUP BY u.lexeme;
-
-    DELETE FROM pgmem.family_reliability WHERE namespace = p_namespace;
-    INSERT INTO pgmem.family_reliability (namespace, family, helpful, unhelpful)
-    SELECT p_namespace, f.family,
-           coalesce(sum(f.weight) FILTER (WHERE f.helpful), 0),
-           coalesce(sum(f.weight) FILTER (WHERE NOT f.helpful), 0)
-    FROM pgmem.feedback AS f WHERE f.namespace = p_namespace
-    GROUP BY f.family;
-
-    UPDATE pgmem.namespaces AS s
-    SET note_count = c.notes, lexeme_total = c.lexemes,
-        feedback_helpful = r.helpful, feedback_unhelpful = r.unhelpful
-    FROM (SELECT count(*) AS notes, coalesce(sum(lexeme_count), 0) AS lexemes
-          FROM pgmem.notes WHERE namespace = p_namespace) AS c,
-         (SELECT coalesce(sum(helpful), 0) AS helpful, coalesce(sum(unhelpful), 0) AS unhelpful
-          FROM pgmem.family_reliability WHERE namespace = p_namespace) AS r
-    WHERE s.namespace = p_namespace;
-END;
-$$;
-
--- The group roles of this database ---------------------------------------------------------
-
--- The name of this database's pgmem group role of kind p_kind (reader, writer, admin).
--- pgmem.migrate installs the roles under a prefix (default pgmem): databases of one
--- cluster that must not share administrators use different prefixes.
-CREATE FUNCTION pgmem.group_role_v1(p_kind text) RETURNS name
-    LANGUAGE sql IMMUTABLE
-    RETURN CASE p_kind WHEN 'reader' THEN 'pgmem_reader'::name
-                       WHEN 'writer' THEN 'pgmem_writer'::name
-                       WHEN 'admin' THEN 'pgmem_admin'::name END;
-
--- Least privilege. Readers read their namespace and may log packs; writers also
--- insert notes; admins also forget and manage namespace grants.
-REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgmem FROM PUBLIC;
-GRANT USAGE ON SCHEMA pgmem TO pgmem_reader, pgmem_writer, pgmem_admin;
-GRANT pgmem_reader TO pgmem_writer;
-GRANT pgmem_writer TO pgmem_admin;
-
-GRANT SELECT ON pgmem.embedding_models, pgmem.namespaces, pgmem.lexeme_stats, pgmem.notes,
-    pgmem.pack_log, pgmem.pack_log_families, pgmem.store_families_v1, pgmem.pack_degraded_rate_v1,
-    pgmem.pack_variance_floor_rate_v1, pgmem.pack_entropy_distribution_v1,
-    pgmem.family_regularizer_stats_v1 TO pgmem_reader;
-GRANT INSERT ON pgmem.pack_log, pgmem.pack_log_families TO pgmem_reader;
-GRANT EXECUTE ON FUNCTION pgmem.stage_one_v1, pgmem.compile_filter_v1, pgmem.filter_value_v1, pgmem.bm25_term_v1, pgmem.tsvector_token_count,
-    pgmem.note_lexemes, pgmem.log_pack_v1, pgmem.may_use_namespace_v1, pgmem.session_namespace_v1,
-    pgmem.group_role_v1
-    TO pgmem_reader;
-
-GRANT SELECT ON pgmem.namespace_grants TO pgmem_reader;
-
--- (The policies above, FOR ALL with USING only, are also the WITH CHECK of inserts:
--- a writer inserts only into the namespace its session may use.)
--- Writers bind a namespace to a model; its statistics start at zero and are kept by
--- the triggers (owner rights) alone. Every registered embedding model gets an HNSW
--- index on the shared notes table, so only admins register models.
-GRANT INSERT ON pgmem.notes TO pgmem_writer;
-GRANT INSERT (namespace, model_id) ON pgmem.namespaces TO pgmem_writer;
-GRANT EXECUTE ON FUNCTION pgmem.register_namespace_v1, pgmem.register_model_v1 TO pgmem_writer;
-GRANT SELECT ON pgmem.namespace_grants_v1 TO pgmem_reader;
-
-GRANT INSERT, DELETE ON pgmem.namespace_grants TO pgmem_admin;
-GRANT INSERT ON pgmem.embedding_models TO pgmem_admin;
-GRANT SELECT ON pgmem.forget_audit TO pgmem_admin;
-GRANT EXECUTE ON FUNCTION pgmem.forget_v1, pgmem.grant_namespace_v1, pgmem.revoke_namespace_v1,
-    pgmem.ensure_model_index_v1, pgmem.prune_grants_v1, pgmem.recount_namespace_v1
-    TO pgmem_admin;
-
--- Feedback on packed notes and the per-family Beta reliability it builds (the `beta`
--- mode, DESIGN §3.6).
-
--- Every judgement ever given: which note of which family was (not) useful, how much
--- it weighs, and the pack it was judged in (if logged). Ids and labels only, no text.
-CREATE TABLE pgmem.feedback (
-    namespace text NOT NULL REFERENCES pgmem.namespaces (namespace),
-    feedback_id bigint GENERATED ALWAYS AS IDENTITY,
-    note_id uuid NOT NULL,
-    family text NOT NULL,
-    helpful boolean NOT NULL,
-    weight double precision NOT NULL CHECK (weight > 0 AND weight <= 1000),
-    pack_id uuid,
-    given_by name NOT NULL DEFAULT session_user,
-    given_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (namespace, feedback_id)
-);
-CREATE INDEX feedback_family ON pgmem.feedback (namespace, family);
-
--- Summed feedback weight per family: the Beta posterior's evidence. Kept by a trigger.
-CREATE TABLE pgmem.family_reliability (
-    namespace text NOT NULL REFERENCES pgmem.namespaces (namespace),
-    family text NOT NULL,
-    helpful double precision NOT NULL DEFAULT 0 CHECK (helpful >= 0),
-    unhelpful double precision NOT NULL DEFAULT 0 CHECK (unhelpful >= 0),
-    updated_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (namespace, family)
-);
-
-CREATE FUNCTION pgmem.count_feedback_v1() RETURNS trigger
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, pgmem, pg_temp
-    AS $$
-BEGIN
-    INSERT INTO pgmem.family_reliability AS r (namespace, family, helpful, unhelpful)
-    SELECT namespace, family,
-           coalesce(sum(weight) FILTER (WHERE helpful), 0),
-           coalesce(sum(weight) FILTER (WHERE NOT helpful), 0)
-    FROM new_feedback GROUP BY namespace, family
-    ON CONFLICT (namespace, family) DO UPDATE
-    SET helpful = r.helpful + excluded.helpful,
-        unhelpful = r.unhelpful + excluded.unhelpful,
-        updated_at = now();
-
-    UPDATE pgmem.namespaces AS s
-    SET feedback_helpful = s.feedback_helpful + d.helpful,
-        feedback_unhelpful = s.feedback_unhelpful + d.unhelpful
-    FROM (SELECT namespace,
-                 coalesce(sum(weight) FILTER (WHERE helpful), 0) AS helpful,
-                 coalesce(sum(weight) FILTER (WHERE NOT helpful), 0) AS unhelpful
-          FROM new_feedback GROUP BY namespace) AS d
-    WHERE s.namespace = d.namespace;
-    RETURN NULL;
-END;
-$$;
-
-CREATE TRIGGER feedback_count AFTER INSERT ON pgmem.feedback
-    REFERENCING NEW TABLE AS new_feedback
-    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.count_feedback_v1();
-
--- Record feedback on notes of p_namespace in one statement. Every id must name a note
--- of the namespace (else SQLSTATE PM003 and nothing is written); a note may not be
--- both helpful and unhelpful in one call. Returns the updated families.
-CREATE FUNCTION pgmem.feedback_v1(
-    p_namespace text, p_helpful uuid[], p_unhelpful uuid[], p_weight double precision, p_pack_id uuid)
-    RETURNS TABLE (family text, helpful double precision, unhelpful double precision)
-    LANGUAGE plpgsql
-    AS $$
-DECLARE
-    v_unknown uuid[];
-    v_both uuid[];
-BEGIN
-    SELECT array_agg(DISTINCT h ORDER BY h) INTO v_both
-    FROM unnest(p_helpful) AS h WHERE h = ANY (p_unhelpful);
-    IF v_both IS NOT NULL THEN
-        RAISE EXCEPTION 'note % is both helpful and unhelpful', v_both[1] USING ERRCODE = '22023';
-    END IF;
-    SELECT array_agg(DISTINCT i ORDER BY i) INTO v_unknown
-    FROM unnest(coalesce(p_helpful, '{}') || coalesce(p_unhelpful, '{}')) AS i
-    WHERE NOT EXISTS (SELECT 1 FROM pgmem.notes AS n WHERE n.namespace = p_namespace AND n.note_id = i);
-    IF v_unknown IS NOT NULL THEN
-        RAISE EXCEPTION '% note id(s) are not notes of namespace %: %',
-            cardinality(v_unknown), p_namespace, array_to_string(v_unknown[1:5], ', ')
-            USING ERRCODE = 'PM003';
-    END IF;
-
-    INSERT INTO pgmem.feedback (namespace, note_id, family, helpful, weight, pack_id)
-    SELECT n.namespace, n.note_id, n.family, j.helpful, p_weight, p_pack_id
-    FROM (SELECT DISTINCT i AS note_id, true AS helpful FROM unnest(p_helpful) AS i
-          UNION ALL
-          SELECT DISTINCT i, false FROM unnest(p_unhelpful) AS i) AS j
-    JOIN pgmem.notes AS n ON n.namespace = p_namespace AND n.note_id = j.note_id
-    ORDER BY n.note_id;
-
-    RETURN QUERY
-    SELECT r.family, r.helpful, r.unhelpful FROM pgmem.family_reliability AS r
-    WHERE r.namespace = p_namespace
-      AND r.family IN (SELECT n.family FROM pgmem.notes AS n
-                       WHERE n.namespace = p_namespace
-                         AND n.note_id = ANY (coalesce(p_helpful, '{}') || coalesce(p_unhelpful, '{}')))
-    ORDER BY r.family;
-END;
-$$;
-
--- Start a namespace's learned reliability over (all families, or the given ones):
--- deletes their feedback and totals. Admin only, like forget.
-CREATE FUNCTION pgmem.reset_feedback_v1(p_namespace text, p_families text[])
-    RETURNS integer
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, pgmem, pg_temp
-    AS $$
-DECLARE
-    v_removed integer;
-BEGIN
-    DELETE FROM pgmem.feedback AS f
-    WHERE f.namespace = p_namespace AND (p_families IS NULL OR f.family = ANY (p_families));
-    GET DIAGNOSTICS v_removed = ROW_COUNT;
-    DELETE FROM pgmem.family_reliability AS r
-    WHERE r.namespace = p_namespace AND (p_families IS NULL OR r.family = ANY (p_families));
-    UPDATE pgmem.namespaces AS s
-    SET feedback_helpful = coalesce(t.helpful, 0), feedback_unhelpful = coalesce(t.unhelpful, 0)
-    FROM (SELECT sum(r.helpful) AS helpful, sum(r.unhelpful) AS unhelpful
-          FROM pgmem.family_reliability AS r WHERE r.namespace = p_namespace) AS t
-    WHERE s.namespace = p_namespace;
-    RETURN v_removed;
-END;
-$$;
-
--- Up to p_limit notes of p_namespace holding each handle / entity text: enough for
--- ingest to tell a rare key (linked) from a common one. A key that comes from unnest()
--- cannot be estimated, and the planner then walks the primary key or the table with a
--- row-by-row filter (about 0.4 s per key at a million notes, so ingest slowed down as
--- the store grew); these settings leave it the GIN bitmap scans, whose cost is the
--- key's posting list (a few ms). No ORDER BY: a rare key's holders are all returned,
--- and which holders of a common key come back does not matter.
-CREATE FUNCTION pgmem.handle_holders_v1(p_namespace text, p_keys text[], p_limit integer)
-    RETURNS TABLE (key text, note_id uuid)
-    LANGUAGE sql STABLE
-    SET enable_seqscan = off
-    SET enable_indexscan = off
-    AS $$
-    SELECT k.key, n.note_id
-    FROM unnest(p_keys) AS k (key)
-    CROSS JOIN LATERAL (
-        SELECT m.note_id FROM pgmem.notes AS m
-        WHERE m.namespace = p_namespace AND m.handles @> ARRAY[k.key]
-        LIMIT p_limit
-    ) AS n;
-$$;
-
-CREATE FUNCTION pgmem.entity_holders_v1(p_namespace text, p_keys text[], p_limit integer)
-    RETURNS TABLE (key text, note_id uuid)
-    LANGUAGE sql STABLE
-    SET enable_seqscan = off
-    SET enable_indexscan = off
-    AS $$
-    SELECT k.key, n.note_id
-    FROM unnest(p_keys) AS k (key)
-    CROSS JOIN LATERAL (
-        SELECT m.note_id FROM pgmem.notes AS m
-        WHERE m.namespace = p_namespace
-          AND m.entities @> jsonb_build_array(jsonb_build_object('text', k.key))
-        LIMIT p_limit
-    ) AS n;
-$$;
-
-ALTER TABLE pgmem.feedback ENABLE ROW LEVEL SECURITY;
-ALTER TABLE pgmem.family_reliability ENABLE ROW LEVEL SECURITY;
-CREATE POLICY namespace_isolation ON pgmem.feedback TO pgmem_reader, pgmem_writer
-    USING (namespace = (SELECT pgmem.session_namespace_v1()));
-CREATE POLICY namespace_isolation ON pgmem.family_reliability TO pgmem_reader, pgmem_writer
-    USING (namespace = (SELECT pgmem.session_namespace_v1()));
-CREATE POLICY admin_all ON pgmem.feedback TO pgmem_admin USING (true);
-CREATE POLICY admin_all ON pgmem.family_reliability TO pgmem_admin USING (true);
-
--- Readers read the learned reliability (stage one joins it); writers give feedback.
-REVOKE ALL ON FUNCTION pgmem.count_feedback_v1, pgmem.feedback_v1, pgmem.reset_feedback_v1,
-    pgmem.handle_holders_v1, pgmem.entity_holders_v1 FROM PUBLIC;
-GRANT SELECT ON pgmem.feedback, pgmem.family_reliability TO pgmem_reader;
-GRANT EXECUTE ON FUNCTION pgmem.feedback_v1, pgmem.handle_holders_v1, pgmem.entity_holders_v1 TO pgmem_writer;
-GRANT EXECUTE ON FUNCTION pgmem.reset_feedback_v1 TO pgmem_admin;
-
--- given_by and given_at come from their defaults (session_user, now()): no writer may
--- sign a judgement with someone else's name or date it.
-GRANT INSERT (namespace, note_id, family, helpful, weight, pack_id) ON pgmem.feedback TO pgmem_writer;
-
--- Checked as the writer (so row-level security on notes and pack_log applies): the note
--- is one the writer can see, the family is the note's, a pack id names a logged pack.
-CREATE POLICY feedback_names_a_note ON pgmem.feedback AS RESTRICTIVE FOR INSERT
-    TO pgmem_reader, pgmem_writer
-    WITH CHECK (
-        EXISTS (SELECT 1 FROM pgmem.notes AS n
-                WHERE n.namespace = feedback.namespace AND n.note_id = feedback.note_id
-                  AND n.family = feedback.family)
-        AND (pack_id IS NULL OR EXISTS (SELECT 1 FROM pgmem.pack_log AS l
-                                        WHERE l.namespace = feedback.namespace AND l.pack_id = feedback.pack_id)));
-
--- ---------------------------------------------------------------------------------
--- Span integrity (migration 0005): one note per document span, offsets checked
--- against the text, audited supersede for writers, and column-level INSERT grants so
--- that who / when / running statistics never come from the inserting writer.
--- ---------------------------------------------------------------------------------
-
--- One note per (namespace, document, span): the key re-ingest and supersede are
--- decided on. Its prefix serves the previous/next-span lookups of stage one and
--- ingest.
-CREATE UNIQUE INDEX notes_span ON pgmem.notes (namespace, document_id, span_start, span_end);
-
--- A note's offsets cover exactly its text's UTF-8 bytes, whoever inserts it.
-ALTER TABLE pgmem.notes ADD CONSTRAINT notes_span_length
-    CHECK (span_end - span_start = octet_length(convert_to(text, 'UTF8')));
-
--- A note's model is its namespace's model (stage one reads only those; a note of
--- another model would count in the BM25 statistics and never be found).
-ALTER TABLE pgmem.namespaces ADD CONSTRAINT namespaces_model UNIQUE (namespace, model_id);
-ALTER TABLE pgmem.notes ADD CONSTRAINT notes_namespace_model
-    FOREIGN KEY (namespace, model_id) REFERENCES pgmem.namespaces (namespace, model_id);
-
--- Every model gets its HNSW index as soon as its row exists, whoever inserts it (not
--- only through register_namespace_v1): the index's dimension-typed expression is also
--- what refuses a note whose vector does not have its model's dimension.
-CREATE FUNCTION pgmem.index_new_model_v1() RETURNS trigger
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, pgmem, pg_temp
-    AS $$
-BEGIN
-    PERFORM pgmem.ensure_model_index_v1(NEW.model_id);
-    RETURN NULL;
-END;
-$$;
-
-CREATE TRIGGER embedding_models_index AFTER INSERT ON pgmem.embedding_models
-    FOR EACH ROW EXECUTE FUNCTION pgmem.index_new_model_v1();
-REVOKE ALL ON FUNCTION pgmem.index_new_model_v1 FROM PUBLIC;
-
--- Supersede: a writer replaces the note on a span with a new one. The caller inserts
--- one request row per replaced note (ids and offsets, no content); row-level security
--- checks it as the caller, a trigger with owner rights deletes the old note, and a
--- deferred check makes sure the new note is there at commit. The rows stay as the
--- audit trail.
-CREATE TABLE pgmem.supersede_audit (
-    namespace text NOT NULL REFERENCES pgmem.namespaces (namespace),
-    supersede_id bigint GENERATED ALWAYS AS IDENTITY,
-    old_note_id uuid NOT NULL,
-    -- The same id when only caller-given fields change (the id hashes span and text).
-    new_note_id uuid NOT NULL,
-    document_id text NOT NULL,
-    span_start integer NOT NULL,
-    span_end integer NOT NULL,
-    reason text NOT NULL CHECK (btrim(reason) <> '' AND length(reason) <= 1000),
-    requested_by name NOT NULL DEFAULT session_user,
-    superseded_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (namespace, supersede_id)
-);
-CREATE INDEX supersede_audit_old_note ON pgmem.supersede_audit (namespace, old_note_id);
-
--- Delete the notes the inserted requests replace (owner rights: writers hold no DELETE
--- privilege). Row-level security has already checked each request as its caller; this
--- only refuses a request whose note is not (or no longer) on the span it names.
-CREATE FUNCTION pgmem.supersede_notes_v1() RETURNS trigger
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, pgmem, pg_temp
-    AS $$
-DECLARE
-    v_missing record;
-    v_requested integer;
-    v_deleted integer;
-BEGIN
-    SELECT r.namespace, r.old_note_id, r.document_id, r.span_start, r.span_end INTO v_missing
-    FROM requests AS r
-    WHERE NOT EXISTS (SELECT 1 FROM pgmem.notes AS n
-                      WHERE n.namespace = r.namespace AND n.note_id = r.old_note_id
-                        AND n.document_id = r.document_id AND n.span_start = r.span_start
-                        AND n.span_end = r.span_end)
-    LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'supersede: namespace % holds no note % on span %[%:%]', v_missing.namespace,
-            v_missing.old_note_id, v_missing.document_id, v_missing.span_start, v_missing.span_end
-            USING ERRCODE = 'PM003';
-    END IF;
-    SELECT count(*) INTO v_requested FROM requests;
-
-    PERFORM set_config('pgmem.forget_in_progress', 'on', true);
-    DELETE FROM pgmem.notes AS n
-    USING requests AS r
-    WHERE n.namespace = r.namespace AND n.note_id = r.old_note_id;
-    GET DIAGNOSTICS v_deleted = ROW_COUNT;
-    PERFORM set_config('pgmem.forget_in_progress', 'off', true);
-
-    IF v_deleted <> v_requested THEN
-        RAISE EXCEPTION 'supersede: % request(s) but % note(s) deleted (a note requested twice, or superseded concurrently)',
-            v_requested, v_deleted
-            USING ERRCODE = 'PM003';
-    END IF;
-    RETURN NULL;
-END;
-$$;
-
-CREATE TRIGGER supersede_audit_delete AFTER INSERT ON pgmem.supersede_audit
-    REFERENCING NEW TABLE AS requests
-    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.supersede_notes_v1();
-
--- At commit, every replaced note must have its replacement on the same span: the
--- request path replaces notes, it never merely erases them (that is forget, for admins).
-CREATE FUNCTION pgmem.check_supersede_replaced_v1() RETURNS trigger
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, pgmem, pg_temp
-    AS $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pgmem.notes AS n
-                   WHERE n.namespace = NEW.namespace AND n.note_id = NEW.new_note_id
-                     AND n.document_id = NEW.document_id AND n.span_start = NEW.span_start
-                     AND n.span_end = NEW.span_end) THEN
-        RAISE EXCEPTION 'supersede: note % of namespace % was removed but its replacement % is not on span %[%:%]',
-            NEW.old_note_id, NEW.namespace, NEW.new_note_id, NEW.document_id, NEW.span_start, NEW.span_end
-            USING ERRCODE = 'PM005';
-    END IF;
-    RETURN NULL;
-END;
-$$;
-
-CREATE CONSTRAINT TRIGGER supersede_audit_replaced AFTER INSERT ON pgmem.supersede_audit
-    DEFERRABLE INITIALLY DEFERRED
-    FOR EACH ROW EXECUTE FUNCTION pgmem.check_supersede_replaced_v1();
-
--- Readers and writers see their session namespace's supersedes (provenance: why a
--- cited note was replaced), admins all. A request is accepted only in the session's
--- namespace and for a note the caller can see on the very span it names, for every
--- role subject to row-level security (admins included).
-ALTER TABLE pgmem.supersede_audit ENABLE ROW LEVEL SECURITY;
-CREATE POLICY namespace_isolation ON pgmem.supersede_audit TO pgmem_reader, pgmem_writer
-    USING (namespace = (SELECT pgmem.session_namespace_v1()));
-CREATE POLICY admin_all ON pgmem.supersede_audit TO pgmem_admin USING (true);
-CREATE POLICY supersede_request ON pgmem.supersede_audit AS RESTRICTIVE FOR INSERT TO PUBLIC
-    WITH CHECK (
-        namespace = (SELECT pgmem.session_namespace_v1())
-        AND EXISTS (SELECT 1 FROM pgmem.notes AS n
-                    WHERE n.namespace = supersede_audit.namespace
-                      AND n.note_id = supersede_audit.old_note_id
-                      AND n.document_id = supersede_audit.document_id
-                      AND n.span_start = supersede_audit.span_start
-                      AND n.span_end = supersede_audit.span_end));
-
-REVOKE ALL ON FUNCTION pgmem.supersede_notes_v1, pgmem.check_supersede_replaced_v1 FROM PUBLIC;
-GRANT SELECT ON pgmem.supersede_audit TO pgmem_reader;
--- Who and when come from the column defaults: no role but the owner may set them.
-GRANT INSERT (namespace, old_note_id, new_note_id, document_id, span_start, span_end, reason)
-    ON pgmem.supersede_audit TO pgmem_writer;
-
--- When a note was written comes from its default, never from the inserting writer:
--- column privileges instead of table-wide INSERT. (Namespace rows, feedback and
--- embedding models were closed the same way by 0004.)
-REVOKE INSERT ON pgmem.notes FROM pgmem_writer;
-GRANT INSERT (namespace, note_id, external_id, document_id, span_start, span_end, text, context, family,
-              role, confidence, source_ts, model_id, embedding, entities, time_tags, keywords, handles,
-              links, metadata)
-    ON pgmem.notes TO pgmem_writer;
-
--- Context compaction telemetry (pgmem.compaction, DESIGN §4) ------------------------------
-
--- One row per rubric probe and per compaction of an agent trajectory: the gate values,
--- the raw verdict and its parsed predicates with their evidence, whether it fired and
--- why, tokens before and after, what the probe and summary calls cost. Written by
--- pgmem.compaction.Compactor (INSERT as a writer of the namespace); never updated.
-CREATE TABLE pgmem.compaction_log (
-    namespace text NOT NULL,
-    event_id bigint GENERATED ALWAYS AS IDENTITY,
-    trajectory_id text NOT NULL CHECK (length(trajectory_id) BETWEEN 1 AND 512),
-    generation integer NOT NULL CHECK (generation >= 0),
-    round integer NOT NULL CHECK (round >= 0),
-    kind text NOT NULL CHECK (kind IN ('probe', 'compaction')),
-    policy text NOT NULL,
-    rebuild text NOT NULL CHECK (rebuild IN ('pgmem', 'reset')),
-    reason text CHECK (reason IN ('rubric', 'backstop', 'fixed', 'tool', 'manual')),
-    fired boolean NOT NULL,
-    gates jsonb NOT NULL DEFAULT '{}',
-    prompt_tokens integer NOT NULL CHECK (prompt_tokens >= 0),
-    raw_verdict text,
-    predicates jsonb,
-    tokens_before integer CHECK (tokens_before >= 0),
-    tokens_after integer CHECK (tokens_after >= 0),
-    probe_prompt_tokens integer NOT NULL DEFAULT 0 CHECK (probe_prompt_tokens >= 0),
-    probe_completion_tokens integer NOT NULL DEFAULT 0 CHECK (probe_completion_tokens >= 0),
-    summary_prompt_tokens integer NOT NULL DEFAULT 0 CHECK (summary_prompt_tokens >= 0),
-    summary_completion_tokens integer NOT NULL DEFAULT 0 CHECK (summary_completion_tokens >= 0),
-    latency_ms double precision NOT NULL DEFAULT 0 CHECK (latency_ms >= 0),
-    model text,
-    archived integer NOT NULL DEFAULT 0 CHECK (archived >= 0),
-    summary_note_id uuid,
-    citations jsonb,
-    logged_by name NOT NULL DEFAULT session_user,
-    logged_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (namespace, event_id),
-    CHECK (kind = 'probe' OR (fired AND reason IS NOT NULL))
-);
-CREATE INDEX compaction_log_trajectory ON pgmem.compaction_log (namespace, trajectory_id, generation);
-
--- Erasure reaches telemetry too: raw verdicts quote the trajectory, so when archived
--- notes of a trajectory are deleted (pgmem.forget_v1), its telemetry rows go with them.
-CREATE FUNCTION pgmem.forget_compaction_log_v1() RETURNS trigger
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, pgmem, pg_temp
-    AS $$
-BEGIN
-    DELETE FROM pgmem.compaction_log AS c
-    USING (SELECT DISTINCT namespace, metadata ->> 'trajectory' AS trajectory_id
-           FROM forgotten_compaction_notes WHERE metadata ? 'trajectory') AS f
-    WHERE c.namespace = f.namespace AND c.trajectory_id = f.trajectory_id;
-    RETURN NULL;
-END;
-$$;
-
-CREATE TRIGGER notes_forget_compaction_log AFTER DELETE ON pgmem.notes
-    REFERENCING OLD TABLE AS forgotten_compaction_notes
-    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.forget_compaction_log_v1();
-
--- Every probe and compaction, with derived ratios (the telemetry view tools read).
-CREATE VIEW pgmem.compaction_events WITH (security_invoker = true) AS
-SELECT namespace, event_id, trajectory_id, generation, round, kind, policy, rebuild, reason, fired,
-       gates, prompt_tokens, raw_verdict, predicates, tokens_before, tokens_after,
-       CASE WHEN tokens_before > 0 THEN tokens_after::float8 / tokens_before END AS compression_ratio,
-       probe_prompt_tokens, probe_completion_tokens, summary_prompt_tokens, summary_completion_tokens,
-       probe_prompt_tokens + probe_completion_tokens + summary_prompt_tokens
-           + summary_completion_tokens AS overhead_tokens,
-       latency_ms, model, archived, summary_note_id, citations, logged_by, logged_at
-FROM pgmem.compaction_log;
-
--- What triggered compactions, per namespace and policy, with each reason's share.
-CREATE VIEW pgmem.compaction_trigger_mix_v1 WITH (security_invoker = true) AS
-SELECT namespace, policy, reason, count(*) AS compactions,
-       count(*)::float8 / sum(count(*)) OVER (PARTITION BY namespace, policy) AS share
-FROM pgmem.compaction_log
-WHERE kind = 'compaction'
-GROUP BY namespace, policy, reason;
-
--- How much each compaction shrank the live context, per namespace, policy and rebuild.
-CREATE VIEW pgmem.compaction_ratio_v1 WITH (security_invoker = true) AS
-SELECT namespace, policy, rebuild, count(*) AS compactions,
-       avg(tokens_before) AS mean_tokens_before, avg(tokens_after) AS mean_tokens_after,
-       avg(tokens_after::float8 / nullif(tokens_before, 0)) AS mean_ratio,
-       min(tokens_after::float8 / nullif(tokens_before, 0)) AS min_ratio,
-       max(tokens_after::float8 / nullif(tokens_before, 0)) AS max_ratio
-FROM pgmem.compaction_log
-WHERE kind = 'compaction'
-GROUP BY namespace, policy, rebuild;
-
--- What compaction cost one trajectory in one generation: probes, compactions, the probe
--- and summary tokens and the time spent.
-CREATE VIEW pgmem.compaction_cost_by_generation_v1 WITH (security_invoker = true) AS
-SELECT namespace, trajectory_id, generation,
-       count(*) FILTER (WHERE kind = 'probe') AS probes,
-       count(*) FILTER (WHERE kind = 'probe' AND fired) AS probes_fired,
-       count(*) FILTER (WHERE kind = 'compaction') AS compactions,
-       sum(probe_prompt_tokens + probe_completion_tokens) AS probe_tokens,
-       sum(summary_prompt_tokens + summary_completion_tokens) AS summary_tokens,
-       sum(latency_ms) AS latency_ms,
-       max(prompt_tokens) AS max_prompt_tokens
-FROM pgmem.compaction_log
-GROUP BY namespace, trajectory_id, generation;
-
--- The same per trajectory (all generations).
-CREATE VIEW pgmem.compaction_cost_v1 WITH (security_invoker = true) AS
-SELECT namespace, trajectory_id, count(*) AS generations, sum(probes) AS probes,
-       sum(compactions) AS compactions, sum(probe_tokens) AS probe_tokens,
-       sum(summary_tokens) AS summary_tokens, sum(latency_ms) AS latency_ms,
-       max(max_prompt_tokens) AS max_prompt_tokens
-FROM pgmem.compaction_cost_by_generation_v1
-GROUP BY namespace, trajectory_id;
-
--- Readers see the telemetry of their namespaces only (as for notes); writers log it.
-ALTER TABLE pgmem.compaction_log ENABLE ROW LEVEL SECURITY;
-CREATE POLICY namespace_isolation ON pgmem.compaction_log TO pgmem_reader, pgmem_writer
-    USING (namespace = (SELECT pgmem.session_namespace_v1()));
-CREATE POLICY admin_all ON pgmem.compaction_log TO pgmem_admin USING (true);
-
-REVOKE ALL ON FUNCTION pgmem.forget_compaction_log_v1 FROM PUBLIC;
-GRANT SELECT ON pgmem.compaction_log, pgmem.compaction_events, pgmem.compaction_trigger_mix_v1,
-    pgmem.compaction_ratio_v1, pgmem.compaction_cost_by_generation_v1, pgmem.compaction_cost_v1
-    TO pgmem_reader;
--- event_id, logged_by and logged_at come from their defaults: no writer may forge an
--- event's order, author or time.
-GRANT INSERT (namespace, trajectory_id, generation, round, kind, policy, rebuild, reason, fired, gates,
-              prompt_tokens, raw_verdict, predicates, tokens_before, tokens_after, probe_prompt_tokens,
-              probe_completion_tokens, summary_prompt_tokens, summary_completion_tokens, latency_ms, model,
-              archived, summary_note_id, citations)
-    ON pgmem.compaction_log TO pgmem_writer;
-
--- Logged packs explainable from SQL (pgmem.pack(..., log=True)) ------------------------------
-
-CREATE TABLE pgmem.pack_log_items (
-    namespace text NOT NULL,
-    pack_id uuid NOT NULL,
-    rank integer NOT NULL CHECK (rank >= 1),
-    note_id uuid NOT NULL,
-    family text NOT NULL,
-    role text NOT NULL,
-    base_score double precision NOT NULL,
-    normalized_score double precision NOT NULL,
-    regularizer double precision NOT NULL,
-    final_score double precision NOT NULL,
-    decayed_score double precision NOT NULL,
-    max_overlap double precision NOT NULL,
-    dense_score double precision NOT NULL,
-    lexical_score double precision NOT NULL,
-    facet_boost double precision NOT NULL,
-    link_boost double precision NOT NULL,
-    PRIMARY KEY (namespace, pack_id, rank),
-    FOREIGN KEY (namespace, pack_id) REFERENCES pgmem.pack_log (namespace, pack_id) ON DELETE CASCADE
-);
-
--- One row per candidate the packer scanned and refused, in scan order, with the rule
--- that refused it (overlap, below_minimum, role_quota, family_cap, token_budget).
-CREATE TABLE pgmem.pack_log_rejections (
-    namespace text NOT NULL,
-    pack_id uuid NOT NULL,
-    scan_order integer NOT NULL CHECK (scan_order >= 1),
-    note_id uuid NOT NULL,
-    family text NOT NULL,
-    role text NOT NULL,
-    reason text NOT NULL,
-    base_score double precision,
-    regularizer double precision,
-    final_score double precision NOT NULL,
-    decayed_score double precision NOT NULL,
-    max_overlap double precision NOT NULL,
-    overlaps_note_id uuid,
-    PRIMARY KEY (namespace, pack_id, scan_order),
-    FOREIGN KEY (namespace, pack_id) REFERENCES pgmem.pack_log (namespace, pack_id) ON DELETE CASCADE
-);
-
--- Persist one pack, its families, its packed items and its rejections from a JSON
--- document (one statement; row-level security checks every row as the caller).
-CREATE FUNCTION pgmem.log_pack_v2(p_pack jsonb) RETURNS uuid
-    LANGUAGE sql AS $$
-    SELECT pgmem.log_pack_v1(p_pack);
-    INSERT INTO pgmem.pack_log_items
-    SELECT p_pack ->> 'namespace', (p_pack ->> 'pack_id')::uuid, i.*
-    FROM jsonb_to_recordset(p_pack -> 'items') AS i (
-        rank integer, note_id uuid, family text, role text, base_score float8, normalized_score float8,
-        regularizer float8, final_score float8, decayed_score float8, max_overlap float8, dense_score float8,
-        lexical_score float8, facet_boost float8, link_boost float8);
-    INSERT INTO pgmem.pack_log_rejections
-    SELECT p_pack ->> 'namespace', (p_pack ->> 'pack_id')::uuid, e.scan_order::integer, r.*
-    FROM jsonb_array_elements(p_pack -> 'rejections') WITH ORDINALITY AS e (rejection, scan_order),
-         jsonb_to_record(e.rejection) AS r (
-             note_id uuid, family text, role text, reason text, base_score float8, regularizer float8,
-             final_score float8, decayed_score float8, max_overlap float8, overlaps_note_id uuid);
-    SELECT (p_pack ->> 'pack_id')::uuid;
-$$;
-
--- Why is this note in this pack (or not): every packed note and every rejection of
--- each logged pack, with its scores, its family's calibration and the pack's mode,
--- degraded state and parameters. Filter on pack_id and note_id.
-CREATE VIEW pgmem.pack_explain_v1 WITH (security_invoker = true) AS
-SELECT l.namespace, l.pack_id, l.created_at, l.query, l.mode, l.degraded, l.degraded_reasons,
-       e.outcome, e.rank, e.reason, e.note_id, e.family, e.role,
-       e.base_score, e.normalized_score, e.regularizer, e.final_score, e.decayed_score,
-       e.max_overlap, e.overlaps_note_id,
-       f.count AS family_pool_count, f.z AS family_z, f.shrunk_z AS family_shrunk_z,
-       f.reliability AS family_reliability, f.uncertainty AS family_uncertainty,
-       f.variance_floor_dominated AS family_variance_floor_dominated,
-       f.feedback_reliability AS family_feedback_reliability,
-       l.pool_size, l.pool_mean, l.pool_variance, l.entropy, l.parameters
-FROM pgmem.pack_log AS l
-JOIN (
-    SELECT namespace, pack_id, 'packed' AS outcome, rank, NULL::text AS reason, note_id, family, role,
-           base_score, normalized_score, regularizer, final_score, decayed_score, max_overlap,
-           NULL::uuid AS overlaps_note_id
-    FROM pgmem.pack_log_items
-    UNION ALL
-    SELECT namespace, pack_id, 'rejected', NULL::integer, reason, note_id, family, role,
-           base_score, final_score - regularizer, regularizer, final_score, decayed_score, max_overlap,
-           overlaps_note_id
-    FROM pgmem.pack_log_rejections
-) AS e USING (namespace, pack_id)
-LEFT JOIN pgmem.pack_log_families AS f
-    ON f.namespace = e.namespace AND f.pack_id = e.pack_id AND f.family = e.family;
-
--- How often calibration switched itself off, per day, mode and reason ('any' counts
--- the degraded packs); pack_degraded_rate_v1 gives the same over all time.
-CREATE VIEW pgmem.pack_degraded_daily_v1 WITH (security_invoker = true) AS
-WITH days AS (
-    SELECT namespace, mode, date_trunc('day', created_at) AS day, count(*) AS packs
-    FROM pgmem.pack_log GROUP BY 1, 2, 3
-), reasons AS (
-    SELECT namespace, mode, date_trunc('day', created_at) AS day, 'any' AS reason,
-           count(*) FILTER (WHERE degraded) AS degraded_packs
-    FROM pgmem.pack_log GROUP BY 1, 2, 3
-    UNION ALL
-    SELECT l.namespace, l.mode, date_trunc('day', l.created_at), r.reason, count(*)
-    FROM pgmem.pack_log AS l, unnest(l.degraded_reasons) AS r (reason)
-    GROUP BY 1, 2, 3, 4
-)
-SELECT d.namespace, d.mode, d.day, r.reason, d.packs, r.degraded_packs,
-       r.degraded_packs::float8 / d.packs AS rate
-FROM days AS d JOIN reasons AS r USING (namespace, mode, day);
-
--- Same row-level security as the notes: a reader sees (and logs) its namespace only.
-ALTER TABLE pgmem.pack_log_items ENABLE ROW LEVEL SECURITY;
-ALTER TABLE pgmem.pack_log_rejections ENABLE ROW LEVEL SECURITY;
-CREATE POLICY namespace_isolation ON pgmem.pack_log_items TO pgmem_reader, pgmem_writer
-    USING (namespace = (SELECT pgmem.session_namespace_v1()));
-CREATE POLICY namespace_isolation ON pgmem.pack_log_rejections TO pgmem_reader, pgmem_writer
-    USING (namespace = (SELECT pgmem.session_namespace_v1()));
-CREATE POLICY admin_all ON pgmem.pack_log_items TO pgmem_admin USING (true);
-CREATE POLICY admin_all ON pgmem.pack_log_rejections TO pgmem_admin USING (true);
-
-REVOKE ALL ON FUNCTION pgmem.log_pack_v2 FROM PUBLIC;
-GRANT SELECT, INSERT ON pgmem.pack_log_items, pgmem.pack_log_rejections TO pgmem_reader;
-GRANT SELECT ON pgmem.pack_explain_v1, pgmem.pack_degraded_daily_v1 TO pgmem_reader;
-GRANT EXECUTE ON FUNCTION pgmem.log_pack_v2 TO pgmem_reader;
-
--- Stage one speed (migration 0008): the same rows, the scoring as static SQL planned
--- once per session, one dynamic candidate search with named values, BM25 defined once.
--- ---------------------------------------------------------------------------------
-
--- BM25 of one note for the query terms (terms and idf in the same order): the sum of
--- bm25_term_v1 over the note's lexemes that are query terms; NULL when none is. A
--- set-returning SQL function so that the planner inlines it (as a LATERAL subquery).
-CREATE FUNCTION pgmem.bm25_v1(
-    lexemes tsvector,
-    lexeme_count integer,
-    terms text[],
-    idf double precision[],
-    k1 double precision,
-    b double precision,
-    average_length double precision
-) RETURNS TABLE (bm25 double precision)
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    AS $$
-    SELECT sum(pgmem.bm25_term_v1(idf[array_position(terms, u.lexeme)], coalesce(cardinality(u.positions), 1),
-                                  k1, b, lexeme_count, average_length))
-    FROM unnest(ts_filter(setweight(setweight(lexemes, 'D'), 'A', terms), '{a}')) AS u
-$$;
-REVOKE ALL ON FUNCTION pgmem.bm25_v1 FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION pgmem.bm25_v1 TO pgmem_reader;
-
--- Stage one of the read path (DESIGN §3.1): dense top-k through the model's HNSW index,
--- lexical top-k by BM25 over the rarest query terms, the neighbours of the best of them,
--- their union scored (weighted cosine + weighted normalised BM25 + bounded facet and
--- link boosts), and the pool aggregates by window functions. Rows come best base score
--- first.
---
---   SELECT * FROM pgmem.stage_one_v1('default', 'all-MiniLM-L6-v2-onnx-int8',
---                                    '[0.01, ...]', 'Who founded the company?', k_dense => 30);
-CREATE OR REPLACE FUNCTION pgmem.stage_one_v1(
-    p_namespace text,
-    p_model text,
-    p_query_embedding vector,
-    p_query text,
-    k_dense integer DEFAULT 50,
-    k_lex integer DEFAULT 50,
-    ef_search integer DEFAULT 100,
-    lex_max_terms integer DEFAULT 8,
-    lex_max_postings bigint DEFAULT 5000,
-    bm25_k1 double precision DEFAULT 1.2,
-    bm25_b double precision DEFAULT 0.75,
-    dense_weight double precision DEFAULT 0.7,
-    lexical_weight double precision DEFAULT 0.3,
-    entity_hints text[] DEFAULT '{}',
-    entity_boost double precision DEFAULT 0.05,
-    time_from timestamptz DEFAULT NULL,
-    time_to timestamptz DEFAULT NULL,
-    time_boost double precision DEFAULT 0.05,
-    keyword_hints text[] DEFAULT '{}',
-    keyword_boost double precision DEFAULT 0.05,
-    handle_hints text[] DEFAULT '{}',
-    handle_boost double precision DEFAULT 0.05,
-    link_weight double precision DEFAULT 0.3,
-    roles text[] DEFAULT NULL,
-    filter jsonb DEFAULT NULL,
-    neighbour_seeds integer DEFAULT 10
-)
-    RETURNS TABLE (
-        note_id uuid,
-        external_id text,
-        document_id text,
-        span_start integer,
-        span_end integer,
-        text text,
-        context text,
-        family text,
-        role text,
-        confidence double precision,
-        source_ts timestamptz,
-        dense_score double precision,
-        lexical_score double precision,
-        facet_boost double precision,
-        link_boost double precision,
-        base_score double precision,
-        pool_size integer,
-        pool_mean double precision,
-        pool_variance double precision,
-        pool_entropy double precision,
-        family_count integer,
-        family_score_sum double precision,
-        family_mean_confidence double precision,
-        boost_entity double precision,
-        boost_time double precision,
-        boost_keyword double precision,
-        boost_handle double precision
-    )
+    -- Dense top-k through the model's HNSW index, lexical top-k by BM25 over the rarest
+    -- query terms, the neighbours of the best of them, their union scored (weighted cosine
+    -- + weighted normalised BM25 + bounded facet and link boosts), and the pool aggregates
+    -- by window functions. Rows come best base score first.
+    --
+    --   SELECT * FROM pgmem.stage_one_v1('default', 'all-MiniLM-L6-v2-onnx-int8',
+    --                                    '[0.01, ...]', 'Who founded the company?', k_dense => 30);
     LANGUAGE plpgsql STABLE
     -- Restored when the function returns, whatever it sets inside.
     SET hnsw.ef_search = 100
@@ -2111,210 +998,49 @@ BEGIN
 END;
 $function$;
 
--- Provenance you can trust: family write rights, family statistics, alarms in logged packs
--- (issue 13, migration 0009) -------------------------------------------------------------
-
--- Family write rights -------------------------------------------------------------------
-
--- Which roles may write notes under a family of a namespace. A family with no row is
--- open to every writer of the namespace; a family with rows only to members of those
--- roles (and admins). Roles are kept by OID: a role created later under a dropped
--- role's name inherits nothing, and a family whose only bound role was dropped stays
--- closed (to everyone but admins).
-CREATE TABLE pgmem.family_writers (
-    namespace text NOT NULL CHECK (namespace ~ '^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$'),
-    family text NOT NULL CHECK (family <> ''),
-    role_oid oid NOT NULL,
-    bound_by name NOT NULL DEFAULT session_user,
-    bound_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (namespace, family, role_oid)
-);
-
--- True when the current user may write notes of family p_family into p_namespace: the
--- family is bound to no role, or the user is a member of a bound role (that still
--- exists), an admin, or a member of the schema owner. Runs as the caller, so a reader
--- or writer sees only the bindings of its session namespace (row-level security),
--- which is the only namespace it can insert notes into.
-CREATE FUNCTION pgmem.may_write_family_v1(p_namespace text, p_family text) RETURNS boolean
+-- Up to p_limit notes of p_namespace holding each handle (ingest tells rare keys from common).
+CREATE FUNCTION pgmem.handle_holders_v1(p_namespace text, p_keys text[], p_limit integer)
+    RETURNS TABLE (key text, note_id uuid)
+    -- Enough for ingest to tell a rare key (linked) from a common one. A key that comes
+    -- from unnest() cannot be estimated, and the planner then walks the primary key or the
+    -- table with a row-by-row filter (about 0.4 s per key at a million notes, so ingest
+    -- slowed down as the store grew); these settings leave it the GIN bitmap scans, whose
+    -- cost is the key's posting list (a few ms). No ORDER BY: a rare key's holders are all
+    -- returned, and which holders of a common key come back does not matter.
     LANGUAGE sql STABLE
-    SET search_path = pg_catalog, pgmem, pg_temp
-    RETURN pg_has_role(current_user, 'pgmem_admin', 'MEMBER')
-        OR pg_has_role(current_user, (SELECT s.nspowner FROM pg_catalog.pg_namespace AS s WHERE s.nspname = 'pgmem'),
-                       'MEMBER')
-        OR NOT EXISTS (SELECT 1 FROM pgmem.family_writers AS w
-                       WHERE w.namespace = p_namespace AND w.family = p_family)
-        OR EXISTS (SELECT 1 FROM pgmem.family_writers AS w
-                   JOIN pg_catalog.pg_roles AS r ON r.oid = w.role_oid
-                   WHERE w.namespace = p_namespace AND w.family = p_family
-                     AND pg_has_role(current_user, r.oid, 'MEMBER'));
-
--- Refuse a statement that inserts a note under a family its writer may not write
--- (PM006, naming the first such family and namespace). Runs as the caller (not owner
--- rights): the right is the inserting role's, and only the caller's role can tell.
--- Writers hold no ALTER on pgmem.notes, so they cannot disable it.
-CREATE FUNCTION pgmem.check_family_writers_v1() RETURNS trigger
-    LANGUAGE plpgsql
-    SET search_path = pg_catalog, pgmem, pg_temp
+    SET enable_seqscan = off
+    SET enable_indexscan = off
     AS $$
-DECLARE
-    v_refused record;
-BEGIN
-    SELECT d.namespace, d.family INTO v_refused
-    FROM (SELECT DISTINCT namespace, family FROM new_notes) AS d
-    WHERE NOT pgmem.may_write_family_v1(d.namespace, d.family)
-    ORDER BY d.namespace, d.family
-    LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'family % of namespace % is bound to other writer roles: % may not write under it',
-            quote_literal(v_refused.family), quote_literal(v_refused.namespace), quote_ident(current_user::text)
-            USING ERRCODE = 'PM006',
-                  HINT = 'An admin binds writers with pgmem.bind_family(conn, namespace=..., family=..., roles=[...]).';
-    END IF;
-    RETURN NULL;
-END;
+    SELECT k.key, n.note_id
+    FROM unnest(p_keys) AS k (key)
+    CROSS JOIN LATERAL (
+        SELECT m.note_id FROM pgmem.notes AS m
+        WHERE m.namespace = p_namespace AND m.handles @> ARRAY[k.key]
+        LIMIT p_limit
+    ) AS n;
 $$;
 
-CREATE TRIGGER notes_check_family_writers AFTER INSERT ON pgmem.notes
-    REFERENCING NEW TABLE AS new_notes
-    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.check_family_writers_v1();
-
--- Bind family p_family of p_namespace to the roles p_roles (admin). Binding adds to the
--- roles already bound; an unknown role is an error and nothing is bound. Returns how
--- many notes the family already holds: they were written before the binding and are
--- not vouched for by it.
-CREATE FUNCTION pgmem.bind_family_v1(p_namespace text, p_family text, p_roles name[]) RETURNS bigint
-    LANGUAGE plpgsql
-    SET search_path = pg_catalog, pgmem, pg_temp
+-- Up to p_limit notes of p_namespace holding each entity text (as handle_holders_v1).
+CREATE FUNCTION pgmem.entity_holders_v1(p_namespace text, p_keys text[], p_limit integer)
+    RETURNS TABLE (key text, note_id uuid)
+    LANGUAGE sql STABLE
+    SET enable_seqscan = off
+    SET enable_indexscan = off
     AS $$
-DECLARE
-    v_missing name;
-BEGIN
-    IF coalesce(cardinality(p_roles), 0) = 0 THEN
-        RAISE EXCEPTION 'bind_family: roles must name at least one role' USING ERRCODE = '22023';
-    END IF;
-    SELECT u.role INTO v_missing
-    FROM unnest(p_roles) AS u (role)
-    WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname = u.role)
-    LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'bind_family: role % does not exist', quote_ident(v_missing) USING ERRCODE = '22023';
-    END IF;
-    INSERT INTO pgmem.family_writers (namespace, family, role_oid)
-    SELECT p_namespace, p_family, r.oid
-    FROM pg_catalog.pg_roles AS r
-    WHERE r.rolname = ANY (p_roles)
-    ORDER BY r.oid
-    ON CONFLICT DO NOTHING;
-    RETURN coalesce((SELECT s.note_count FROM pgmem.family_stats AS s
-                     WHERE s.namespace = p_namespace AND s.family = p_family), 0);
-END;
+    SELECT k.key, n.note_id
+    FROM unnest(p_keys) AS k (key)
+    CROSS JOIN LATERAL (
+        SELECT m.note_id FROM pgmem.notes AS m
+        WHERE m.namespace = p_namespace
+          AND m.entities @> jsonb_build_array(jsonb_build_object('text', k.key))
+        LIMIT p_limit
+    ) AS n;
 $$;
 
--- Take roles p_roles (NULL: every role) off family p_family of p_namespace (admin).
--- Returns how many bindings were removed; a family left with none is open again.
-CREATE FUNCTION pgmem.unbind_family_v1(p_namespace text, p_family text, p_roles name[]) RETURNS integer
-    LANGUAGE sql
-    SET search_path = pg_catalog, pgmem, pg_temp
-    BEGIN ATOMIC
-        WITH gone AS (
-            DELETE FROM pgmem.family_writers AS w
-            WHERE w.namespace = p_namespace AND w.family = p_family
-              AND (p_roles IS NULL
-                   OR w.role_oid IN (SELECT r.oid FROM pg_catalog.pg_roles AS r WHERE r.rolname = ANY (p_roles)))
-            RETURNING 1
-        )
-        SELECT count(*)::integer FROM gone;
-    END;
-
--- Bindings by role name, for people (a dropped role shows as NULL: its family stays closed).
-CREATE VIEW pgmem.family_writers_v1 WITH (security_invoker = true) AS
-SELECT w.namespace, w.family, r.rolname AS role_name, w.role_oid, w.bound_by, w.bound_at
-FROM pgmem.family_writers AS w
-LEFT JOIN pg_catalog.pg_roles AS r ON r.oid = w.role_oid;
-
--- Readers and writers see the bindings of their session namespace (a writer must know
--- which families it may not write), admins all; only admins bind.
-ALTER TABLE pgmem.family_writers ENABLE ROW LEVEL SECURITY;
-CREATE POLICY namespace_isolation ON pgmem.family_writers TO pgmem_reader, pgmem_writer
-    USING (namespace = (SELECT pgmem.session_namespace_v1()));
-CREATE POLICY admin_all ON pgmem.family_writers TO pgmem_admin USING (true);
-
--- Superseding deletes the replaced note: an unbound writer must not erase a bound
--- family's notes by "replacing" them with its own. Checked as the caller.
-CREATE POLICY supersede_family_right ON pgmem.supersede_audit AS RESTRICTIVE FOR INSERT TO PUBLIC
-    WITH CHECK (
-        pgmem.may_write_family_v1(namespace, (SELECT n.family FROM pgmem.notes AS n
-                                              WHERE n.namespace = supersede_audit.namespace
-                                                AND n.note_id = supersede_audit.old_note_id)));
-
--- Per-family statistics for the family alarm -------------------------------------------------
-
--- How many notes each family of a namespace holds and when it was first written; kept
--- by triggers (owner rights) only. A family forgotten to its last note loses its row,
--- so a family that reappears is new again.
-CREATE TABLE pgmem.family_stats (
-    namespace text NOT NULL,
-    family text NOT NULL,
-    note_count bigint NOT NULL CHECK (note_count >= 0),
-    first_seen timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (namespace, family)
-);
-
-INSERT INTO pgmem.family_stats (namespace, family, note_count, first_seen)
-SELECT namespace, family, count(*), min(created_at) FROM pgmem.notes GROUP BY namespace, family;
-
-CREATE FUNCTION pgmem.count_family_notes_v1() RETURNS trigger
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, pgmem, pg_temp
-    AS $$
-BEGIN
-    IF TG_OP = 'INSERT' THEN
-        -- Sorted, so concurrent writers lock statistics rows in one order (no deadlock).
-        INSERT INTO pgmem.family_stats AS s (namespace, family, note_count)
-        SELECT namespace, family, count(*) FROM new_notes
-        GROUP BY namespace, family ORDER BY namespace, family
-        ON CONFLICT (namespace, family) DO UPDATE SET note_count = s.note_count + excluded.note_count;
-    ELSE
-        UPDATE pgmem.family_stats AS s
-        SET note_count = s.note_count - d.notes
-        FROM (SELECT namespace, family, count(*) AS notes FROM old_notes GROUP BY namespace, family) AS d
-        WHERE s.namespace = d.namespace AND s.family = d.family;
-        DELETE FROM pgmem.family_stats AS s
-        WHERE s.note_count <= 0 AND (s.namespace, s.family) IN (SELECT namespace, family FROM old_notes);
-    END IF;
-    RETURN NULL;
-END;
-$$;
-
-CREATE TRIGGER notes_count_families AFTER INSERT ON pgmem.notes
-    REFERENCING NEW TABLE AS new_notes
-    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.count_family_notes_v1();
-CREATE TRIGGER notes_uncount_families AFTER DELETE ON pgmem.notes
-    REFERENCING OLD TABLE AS old_notes
-    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.count_family_notes_v1();
-
-ALTER TABLE pgmem.family_stats ENABLE ROW LEVEL SECURITY;
-CREATE POLICY namespace_isolation ON pgmem.family_stats TO pgmem_reader, pgmem_writer
-    USING (namespace = (SELECT pgmem.session_namespace_v1()));
-CREATE POLICY admin_all ON pgmem.family_stats TO pgmem_admin USING (true);
-
--- The alarm in logged packs ------------------------------------------------------------------
-
--- What the family alarm read and decided (NULL in packs logged before migration 0009).
-ALTER TABLE pgmem.pack_log_families
-    ADD COLUMN namespace_count bigint,
-    ADD COLUMN pool_share double precision,
-    ADD COLUMN namespace_share double precision,
-    ADD COLUMN newness double precision,
-    ADD COLUMN duplicate_density double precision,
-    ADD COLUMN question_echo double precision,
-    ADD COLUMN alarm_score double precision,
-    ADD COLUMN alarm_threshold double precision,
-    ADD COLUMN alarmed boolean,
-    ADD COLUMN quarantined boolean;
+-- Logged packs ---------------------------------------------------------------------------
 
 -- Persist one pack and its family diagnostics from a JSON document (one statement).
-CREATE OR REPLACE FUNCTION pgmem.log_pack_v1(p_pack jsonb) RETURNS uuid
+CREATE FUNCTION pgmem.log_pack_v1(p_pack jsonb) RETURNS uuid
     LANGUAGE sql AS $$
     WITH pack AS (
         INSERT INTO pgmem.pack_log (namespace, pack_id, query, mode, embedding_model, degraded,
@@ -2349,6 +1075,739 @@ CREATE OR REPLACE FUNCTION pgmem.log_pack_v1(p_pack jsonb) RETURNS uuid
     SELECT pack_id FROM pack;
 $$;
 
+-- Persist one pack, its families, packed items and rejections from a JSON document.
+CREATE FUNCTION pgmem.log_pack_v2(p_pack jsonb) RETURNS uuid
+    -- One statement; row-level security checks every row as the caller.
+    LANGUAGE sql AS $$
+    SELECT pgmem.log_pack_v1(p_pack);
+    INSERT INTO pgmem.pack_log_items
+    SELECT p_pack ->> 'namespace', (p_pack ->> 'pack_id')::uuid, i.*
+    FROM jsonb_to_recordset(p_pack -> 'items') AS i (
+        rank integer, note_id uuid, family text, role text, base_score float8, normalized_score float8,
+        regularizer float8, final_score float8, decayed_score float8, max_overlap float8, dense_score float8,
+        lexical_score float8, facet_boost float8, link_boost float8);
+    INSERT INTO pgmem.pack_log_rejections
+    SELECT p_pack ->> 'namespace', (p_pack ->> 'pack_id')::uuid, e.scan_order::integer, r.*
+    FROM jsonb_array_elements(p_pack -> 'rejections') WITH ORDINALITY AS e (rejection, scan_order),
+         jsonb_to_record(e.rejection) AS r (
+             note_id uuid, family text, role text, reason text, base_score float8, regularizer float8,
+             final_score float8, decayed_score float8, max_overlap float8, overlaps_note_id uuid);
+    SELECT (p_pack ->> 'pack_id')::uuid;
+$$;
+
+-- Feedback -------------------------------------------------------------------------------
+
+-- Record feedback on notes of p_namespace in one statement; returns the updated families.
+CREATE FUNCTION pgmem.feedback_v1(
+    p_namespace text, p_helpful uuid[], p_unhelpful uuid[], p_weight double precision, p_pack_id uuid)
+    RETURNS TABLE (family text, helpful double precision, unhelpful double precision)
+    -- Every id must name a note of the namespace (else SQLSTATE PM003 and nothing is
+    -- written); a note may not be both helpful and unhelpful in one call.
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_unknown uuid[];
+    v_both uuid[];
+BEGIN
+    SELECT array_agg(DISTINCT h ORDER BY h) INTO v_both
+    FROM unnest(p_helpful) AS h WHERE h = ANY (p_unhelpful);
+    IF v_both IS NOT NULL THEN
+        RAISE EXCEPTION 'note % is both helpful and unhelpful', v_both[1] USING ERRCODE = '22023';
+    END IF;
+    SELECT array_agg(DISTINCT i ORDER BY i) INTO v_unknown
+    FROM unnest(coalesce(p_helpful, '{}') || coalesce(p_unhelpful, '{}')) AS i
+    WHERE NOT EXISTS (SELECT 1 FROM pgmem.notes AS n WHERE n.namespace = p_namespace AND n.note_id = i);
+    IF v_unknown IS NOT NULL THEN
+        RAISE EXCEPTION '% note id(s) are not notes of namespace %: %',
+            cardinality(v_unknown), p_namespace, array_to_string(v_unknown[1:5], ', ')
+            USING ERRCODE = 'PM003';
+    END IF;
+
+    INSERT INTO pgmem.feedback (namespace, note_id, family, helpful, weight, pack_id)
+    SELECT n.namespace, n.note_id, n.family, j.helpful, p_weight, p_pack_id
+    FROM (SELECT DISTINCT i AS note_id, true AS helpful FROM unnest(p_helpful) AS i
+          UNION ALL
+          SELECT DISTINCT i, false FROM unnest(p_unhelpful) AS i) AS j
+    JOIN pgmem.notes AS n ON n.namespace = p_namespace AND n.note_id = j.note_id
+    ORDER BY n.note_id;
+
+    RETURN QUERY
+    SELECT r.family, r.helpful, r.unhelpful FROM pgmem.family_reliability AS r
+    WHERE r.namespace = p_namespace
+      AND r.family IN (SELECT n.family FROM pgmem.notes AS n
+                       WHERE n.namespace = p_namespace
+                         AND n.note_id = ANY (coalesce(p_helpful, '{}') || coalesce(p_unhelpful, '{}')))
+    ORDER BY r.family;
+END;
+$$;
+
+-- Start a namespace's learned reliability over (all families, or the given ones; admin).
+CREATE FUNCTION pgmem.reset_feedback_v1(p_namespace text, p_families text[])
+    RETURNS integer
+    -- Deletes their feedback and totals. Admin only, like forget.
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pgmem, pg_temp
+    AS $$
+DECLARE
+    v_removed integer;
+BEGIN
+    DELETE FROM pgmem.feedback AS f
+    WHERE f.namespace = p_namespace AND (p_families IS NULL OR f.family = ANY (p_families));
+    GET DIAGNOSTICS v_removed = ROW_COUNT;
+    DELETE FROM pgmem.family_reliability AS r
+    WHERE r.namespace = p_namespace AND (p_families IS NULL OR r.family = ANY (p_families));
+    UPDATE pgmem.namespaces AS s
+    SET feedback_helpful = coalesce(t.helpful, 0), feedback_unhelpful = coalesce(t.unhelpful, 0)
+    FROM (SELECT sum(r.helpful) AS helpful, sum(r.unhelpful) AS unhelpful
+          FROM pgmem.family_reliability AS r WHERE r.namespace = p_namespace) AS t
+    WHERE s.namespace = p_namespace;
+    RETURN v_removed;
+END;
+$$;
+
+-- Erasure and repair (admin) -------------------------------------------------------------
+
+-- Erase notes of a namespace (by ids, document or family), audited; the one way notes leave.
+CREATE FUNCTION pgmem.forget_v1(p_namespace text, p_scope text, p_selector text[], p_reason text)
+    RETURNS TABLE (audit_id bigint, notes_removed integer)
+    -- Deletes the notes (content and all), which deletes or recounts every row derived
+    -- from them (count_forgotten_notes_v1), and records who, when, what (ids, no
+    -- content), why and how much went with them.
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pgmem, pg_temp
+    AS $$
+DECLARE
+    v_ids uuid[];
+    v_audit bigint;
+BEGIN
+    IF p_scope NOT IN ('notes', 'document', 'family') THEN
+        RAISE EXCEPTION 'forget: scope must be notes, document or family, got %', p_scope
+            USING ERRCODE = '22023';
+    END IF;
+    IF coalesce(cardinality(p_selector), 0) = 0 THEN
+        RAISE EXCEPTION 'forget: the selector must name at least one %', p_scope USING ERRCODE = '22023';
+    END IF;
+    IF p_reason IS NULL OR btrim(p_reason) = '' THEN
+        RAISE EXCEPTION 'forget: a reason is required' USING ERRCODE = '22023';
+    END IF;
+
+    PERFORM set_config('pgmem.forget_feedback_removed', '0', true);
+    PERFORM set_config('pgmem.forget_packs_removed', '0', true);
+    PERFORM set_config('pgmem.forget_in_progress', 'on', true);
+    WITH gone AS (
+        DELETE FROM pgmem.notes AS n
+        WHERE n.namespace = p_namespace
+          AND CASE p_scope
+                  WHEN 'notes' THEN n.note_id = ANY (p_selector::uuid[])
+                  WHEN 'document' THEN n.document_id = ANY (p_selector)
+                  ELSE n.family = ANY (p_selector)
+              END
+        RETURNING n.note_id
+    )
+    SELECT coalesce(array_agg(note_id ORDER BY note_id), '{}') INTO v_ids FROM gone;
+    PERFORM set_config('pgmem.forget_in_progress', 'off', true);
+
+    INSERT INTO pgmem.forget_audit (namespace, scope, selector, reason, requested_by, notes_removed, note_ids,
+                                    feedback_removed, packs_removed)
+    VALUES (p_namespace, p_scope, p_selector, p_reason, session_user, cardinality(v_ids), v_ids,
+            current_setting('pgmem.forget_feedback_removed')::integer,
+            current_setting('pgmem.forget_packs_removed')::integer)
+    RETURNING forget_audit.audit_id INTO v_audit;
+    RETURN QUERY SELECT v_audit, cardinality(v_ids);
+END;
+$$;
+
+-- Recompute a namespace's statistics from its notes and feedback (admin).
+CREATE FUNCTION pgmem.recount_namespace_v1(p_namespace text) RETURNS void
+    -- The repair for statistics that went wrong however they did.
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pgmem, pg_temp
+    AS $$
+BEGIN
+    PERFORM 1 FROM pgmem.namespaces WHERE namespace = p_namespace FOR UPDATE;
+    DELETE FROM pgmem.lexeme_stats WHERE namespace = p_namespace;
+    INSERT INTO pgmem.lexeme_stats (namespace, lexeme, document_frequency)
+    SELECT p_namespace, u.lexeme, count(*)
+    FROM pgmem.notes AS n, unnest(n.lexemes) AS u
+    WHERE n.namespace = p_namespace
+    GROUP BY u.lexeme;
+
+    DELETE FROM pgmem.family_reliability WHERE namespace = p_namespace;
+    INSERT INTO pgmem.family_reliability (namespace, family, helpful, unhelpful)
+    SELECT p_namespace, f.family,
+           coalesce(sum(f.weight) FILTER (WHERE f.helpful), 0),
+           coalesce(sum(f.weight) FILTER (WHERE NOT f.helpful), 0)
+    FROM pgmem.feedback AS f WHERE f.namespace = p_namespace
+    GROUP BY f.family;
+
+    UPDATE pgmem.namespaces AS s
+    SET note_count = c.notes, lexeme_total = c.lexemes,
+        feedback_helpful = r.helpful, feedback_unhelpful = r.unhelpful
+    FROM (SELECT count(*) AS notes, coalesce(sum(lexeme_count), 0) AS lexemes
+          FROM pgmem.notes WHERE namespace = p_namespace) AS c,
+         (SELECT coalesce(sum(helpful), 0) AS helpful, coalesce(sum(unhelpful), 0) AS unhelpful
+          FROM pgmem.family_reliability WHERE namespace = p_namespace) AS r
+    WHERE s.namespace = p_namespace;
+END;
+$$;
+
+-- Namespace grants and family bindings (admin) ------------------------------------------
+
+-- Grant role p_role the namespace p_namespace (admin). An unknown role is an error.
+CREATE FUNCTION pgmem.grant_namespace_v1(p_role name, p_namespace text) RETURNS void
+    LANGUAGE plpgsql AS $$
+DECLARE
+    v_oid oid;
+BEGIN
+    SELECT r.oid INTO v_oid FROM pg_catalog.pg_roles AS r WHERE r.rolname = p_role;
+    IF v_oid IS NULL THEN
+        RAISE EXCEPTION 'grant_namespace: role % does not exist', p_role USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO pgmem.namespace_grants (role_oid, namespace) VALUES (v_oid, p_namespace)
+    ON CONFLICT DO NOTHING;
+END;
+$$;
+
+-- Take namespace p_namespace back from role p_role (admin).
+CREATE FUNCTION pgmem.revoke_namespace_v1(p_role name, p_namespace text) RETURNS void
+    LANGUAGE sql
+    BEGIN ATOMIC
+        DELETE FROM pgmem.namespace_grants AS g
+        WHERE g.namespace = p_namespace
+          AND g.role_oid = (SELECT r.oid FROM pg_catalog.pg_roles AS r WHERE r.rolname = p_role);
+END;
+
+-- Delete the grants of dropped roles (admin; hygiene: they grant nothing already).
+CREATE FUNCTION pgmem.prune_grants_v1() RETURNS integer
+    LANGUAGE sql
+    BEGIN ATOMIC
+        WITH gone AS (
+            DELETE FROM pgmem.namespace_grants AS g
+            WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.oid = g.role_oid)
+            RETURNING 1
+        )
+        SELECT count(*)::integer FROM gone;
+END;
+
+-- Bind family p_family of p_namespace to the roles p_roles (admin); returns its note count.
+CREATE FUNCTION pgmem.bind_family_v1(p_namespace text, p_family text, p_roles name[]) RETURNS bigint
+    -- Binding adds to the roles already bound; an unknown role is an error and nothing is
+    -- bound. Returns how many notes the family already holds: they were written before
+    -- the binding and are not vouched for by it.
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pgmem, pg_temp
+    AS $$
+DECLARE
+    v_missing name;
+BEGIN
+    IF coalesce(cardinality(p_roles), 0) = 0 THEN
+        RAISE EXCEPTION 'bind_family: roles must name at least one role' USING ERRCODE = '22023';
+    END IF;
+    SELECT u.role INTO v_missing
+    FROM unnest(p_roles) AS u (role)
+    WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname = u.role)
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'bind_family: role % does not exist', quote_ident(v_missing) USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO pgmem.family_writers (namespace, family, role_oid)
+    SELECT p_namespace, p_family, r.oid
+    FROM pg_catalog.pg_roles AS r
+    WHERE r.rolname = ANY (p_roles)
+    ORDER BY r.oid
+    ON CONFLICT DO NOTHING;
+    RETURN coalesce((SELECT s.note_count FROM pgmem.family_stats AS s
+                     WHERE s.namespace = p_namespace AND s.family = p_family), 0);
+END;
+$$;
+
+-- Take roles p_roles (NULL: every role) off family p_family of p_namespace (admin).
+CREATE FUNCTION pgmem.unbind_family_v1(p_namespace text, p_family text, p_roles name[]) RETURNS integer
+    -- Returns how many bindings were removed; a family left with none is open again.
+    LANGUAGE sql
+    SET search_path = pg_catalog, pgmem, pg_temp
+    BEGIN ATOMIC
+        WITH gone AS (
+            DELETE FROM pgmem.family_writers AS w
+            WHERE w.namespace = p_namespace AND w.family = p_family
+              AND (p_roles IS NULL
+                   OR w.role_oid IN (SELECT r.oid FROM pg_catalog.pg_roles AS r WHERE r.rolname = ANY (p_roles)))
+            RETURNING 1
+        )
+        SELECT count(*)::integer FROM gone;
+END;
+
+-- Trigger functions ----------------------------------------------------------------------
+
+-- Refuse UPDATE, DELETE and TRUNCATE of notes (PM001), except forget's own DELETE.
+CREATE FUNCTION pgmem.reject_note_change_v1() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+BEGIN
+    -- pgmem.forget_v1 sets this flag for its own DELETE, inside its transaction.
+    IF TG_OP = 'DELETE' AND current_setting('pgmem.forget_in_progress', true) = 'on' THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION 'pgmem notes are immutable: % on pgmem.notes is not allowed', TG_OP
+        USING ERRCODE = 'PM001',
+              HINT = 'Write a new note instead; removal is pgmem.forget (audited).';
+END;
+$$;
+
+-- Count inserted notes into the BM25 statistics (lexeme_stats, namespaces).
+CREATE FUNCTION pgmem.count_new_notes_v1() RETURNS trigger
+    -- The transition table holds only rows that were written, not those skipped by ON
+    -- CONFLICT. Runs as the schema owner: writers insert notes, never touch the
+    -- statistics directly.
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pgmem, pg_temp
+    AS $$
+BEGIN
+    -- Sorted, so concurrent writers lock statistics rows in one order (no deadlock).
+    INSERT INTO pgmem.lexeme_stats AS s (namespace, lexeme, document_frequency)
+    SELECT n.namespace, u.lexeme, count(*)
+    FROM new_notes AS n, unnest(n.lexemes) AS u
+    GROUP BY n.namespace, u.lexeme
+    ORDER BY n.namespace, u.lexeme
+    ON CONFLICT (namespace, lexeme)
+        DO UPDATE SET document_frequency = s.document_frequency + excluded.document_frequency;
+
+    UPDATE pgmem.namespaces AS s
+    SET note_count = s.note_count + d.notes, lexeme_total = s.lexeme_total + d.lexemes
+    FROM (SELECT namespace, count(*) AS notes, sum(lexeme_count) AS lexemes
+          FROM new_notes GROUP BY namespace) AS d
+    WHERE s.namespace = d.namespace;
+    RETURN NULL;
+END;
+$$;
+
+-- After notes are deleted (forget, supersede): delete or recount every row derived from them.
+CREATE FUNCTION pgmem.count_forgotten_notes_v1() RETURNS trigger
+    -- Lexeme statistics lose the notes' lexemes (rows at zero are deleted, so no word of
+    -- the erased text stays readable); feedback on the notes is deleted and the families'
+    -- learned reliability recounted from what remains; logged packs that packed or
+    -- rejected a deleted note are deleted with their family rows (their question may be
+    -- about the erased text). The counts go to pgmem.forget_erasure for forget_v1.
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pgmem, pg_temp
+    AS $$
+DECLARE
+    v_feedback integer;
+    v_packs integer;
+BEGIN
+    UPDATE pgmem.lexeme_stats AS s
+    SET document_frequency = s.document_frequency - d.notes
+    FROM (SELECT o.namespace, u.lexeme, count(*) AS notes
+          FROM old_notes AS o, unnest(o.lexemes) AS u
+          GROUP BY o.namespace, u.lexeme) AS d
+    WHERE s.namespace = d.namespace AND s.lexeme = d.lexeme;
+    -- A second statement: one statement cannot delete the rows it just updated.
+    DELETE FROM pgmem.lexeme_stats AS s
+    WHERE s.document_frequency <= 0
+      AND (s.namespace, s.lexeme) IN (SELECT o.namespace, u.lexeme FROM old_notes AS o, unnest(o.lexemes) AS u);
+
+    UPDATE pgmem.namespaces AS s
+    SET note_count = s.note_count - d.notes, lexeme_total = s.lexeme_total - d.lexemes
+    FROM (SELECT namespace, count(*) AS notes, sum(lexeme_count) AS lexemes
+          FROM old_notes GROUP BY namespace) AS d
+    WHERE s.namespace = d.namespace;
+
+    -- Feedback on the deleted notes, and the families' totals recounted from the rest
+    -- (summing what remains, not subtracting: no floating-point residue below zero).
+    WITH removed AS (
+        DELETE FROM pgmem.feedback AS f
+        USING old_notes AS o
+        WHERE f.namespace = o.namespace AND f.note_id = o.note_id
+        RETURNING f.namespace, f.family
+    ), touched AS (
+        SELECT DISTINCT namespace, family FROM removed
+    ), recounted AS (
+        UPDATE pgmem.family_reliability AS r
+        SET helpful = coalesce((SELECT sum(f.weight) FROM pgmem.feedback AS f
+                                WHERE f.namespace = r.namespace AND f.family = r.family AND f.helpful
+                                  AND NOT EXISTS (SELECT 1 FROM old_notes AS o
+                                                  WHERE o.namespace = f.namespace AND o.note_id = f.note_id)), 0),
+            unhelpful = coalesce((SELECT sum(f.weight) FROM pgmem.feedback AS f
+                                  WHERE f.namespace = r.namespace AND f.family = r.family AND NOT f.helpful
+                                    AND NOT EXISTS (SELECT 1 FROM old_notes AS o
+                                                    WHERE o.namespace = f.namespace AND o.note_id = f.note_id)), 0),
+            updated_at = now()
+        FROM touched AS t
+        WHERE r.namespace = t.namespace AND r.family = t.family
+        RETURNING r.namespace
+    )
+    SELECT count(*) INTO v_feedback FROM removed;
+    DELETE FROM pgmem.family_reliability AS r
+    WHERE r.helpful = 0 AND r.unhelpful = 0
+      AND r.namespace IN (SELECT DISTINCT namespace FROM old_notes);
+    UPDATE pgmem.namespaces AS s
+    SET feedback_helpful = t.helpful, feedback_unhelpful = t.unhelpful
+    FROM (SELECT d.namespace, coalesce(sum(r.helpful), 0) AS helpful, coalesce(sum(r.unhelpful), 0) AS unhelpful
+          FROM (SELECT DISTINCT namespace FROM old_notes) AS d
+          LEFT JOIN pgmem.family_reliability AS r ON r.namespace = d.namespace
+          GROUP BY d.namespace) AS t
+    WHERE s.namespace = t.namespace;
+
+    -- Logged packs that packed or rejected a deleted note.
+    WITH doomed AS (
+        SELECT l.namespace, l.pack_id
+        FROM pgmem.pack_log AS l
+        WHERE l.namespace IN (SELECT DISTINCT namespace FROM old_notes)
+          AND (EXISTS (SELECT 1 FROM old_notes AS o
+                       WHERE o.namespace = l.namespace AND o.note_id = ANY (l.note_ids))
+               OR EXISTS (SELECT 1 FROM jsonb_array_elements(l.rejections) AS j (rejection)
+                          JOIN old_notes AS o ON o.namespace = l.namespace
+                          WHERE o.note_id::text IN (j.rejection ->> 'note_id', j.rejection ->> 'overlaps_note_id')))
+    ), families AS (
+        DELETE FROM pgmem.pack_log_families AS f USING doomed AS d
+        WHERE f.namespace = d.namespace AND f.pack_id = d.pack_id
+    ), packs AS (
+        DELETE FROM pgmem.pack_log AS l USING doomed AS d
+        WHERE l.namespace = d.namespace AND l.pack_id = d.pack_id
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_packs FROM packs;
+
+    PERFORM set_config('pgmem.forget_feedback_removed',
+                       (coalesce(nullif(current_setting('pgmem.forget_feedback_removed', true), ''), '0')::integer
+                        + v_feedback)::text, true);
+    PERFORM set_config('pgmem.forget_packs_removed',
+                       (coalesce(nullif(current_setting('pgmem.forget_packs_removed', true), ''), '0')::integer
+                        + v_packs)::text, true);
+    RETURN NULL;
+END;
+$$;
+
+-- Count inserted or deleted notes into pgmem.family_stats (owner rights).
+CREATE FUNCTION pgmem.count_family_notes_v1() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pgmem, pg_temp
+    AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        -- Sorted, so concurrent writers lock statistics rows in one order (no deadlock).
+        INSERT INTO pgmem.family_stats AS s (namespace, family, note_count)
+        SELECT namespace, family, count(*) FROM new_notes
+        GROUP BY namespace, family ORDER BY namespace, family
+        ON CONFLICT (namespace, family) DO UPDATE SET note_count = s.note_count + excluded.note_count;
+    ELSE
+        UPDATE pgmem.family_stats AS s
+        SET note_count = s.note_count - d.notes
+        FROM (SELECT namespace, family, count(*) AS notes FROM old_notes GROUP BY namespace, family) AS d
+        WHERE s.namespace = d.namespace AND s.family = d.family;
+        DELETE FROM pgmem.family_stats AS s
+        WHERE s.note_count <= 0 AND (s.namespace, s.family) IN (SELECT namespace, family FROM old_notes);
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+-- Refuse a statement that inserts a note under a family its writer may not write (PM006).
+CREATE FUNCTION pgmem.check_family_writers_v1() RETURNS trigger
+    -- Names the first such family and namespace. Runs as the caller (not owner rights):
+    -- the right is the inserting role's, and only the caller's role can tell. Writers
+    -- hold no ALTER on pgmem.notes, so they cannot disable it.
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pgmem, pg_temp
+    AS $$
+DECLARE
+    v_refused record;
+BEGIN
+    SELECT d.namespace, d.family INTO v_refused
+    FROM (SELECT DISTINCT namespace, family FROM new_notes) AS d
+    WHERE NOT pgmem.may_write_family_v1(d.namespace, d.family)
+    ORDER BY d.namespace, d.family
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'family % of namespace % is bound to other writer roles: % may not write under it',
+            quote_literal(v_refused.family), quote_literal(v_refused.namespace), quote_ident(current_user::text)
+            USING ERRCODE = 'PM006',
+                  HINT = 'An admin binds writers with pgmem.bind_family(conn, namespace=..., family=..., roles=[...]).';
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+-- Build a new embedding model's HNSW index as soon as its row exists, whoever inserts it.
+CREATE FUNCTION pgmem.index_new_model_v1() RETURNS trigger
+    -- Not only through register_namespace_v1: the index's dimension-typed expression is
+    -- also what refuses a note whose vector does not have its model's dimension.
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pgmem, pg_temp
+    AS $$
+BEGIN
+    PERFORM pgmem.ensure_model_index_v1(NEW.model_id);
+    RETURN NULL;
+END;
+$$;
+
+-- Add inserted feedback to the families' and namespaces' totals (owner rights).
+CREATE FUNCTION pgmem.count_feedback_v1() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pgmem, pg_temp
+    AS $$
+BEGIN
+    INSERT INTO pgmem.family_reliability AS r (namespace, family, helpful, unhelpful)
+    SELECT namespace, family,
+           coalesce(sum(weight) FILTER (WHERE helpful), 0),
+           coalesce(sum(weight) FILTER (WHERE NOT helpful), 0)
+    FROM new_feedback GROUP BY namespace, family
+    ON CONFLICT (namespace, family) DO UPDATE
+    SET helpful = r.helpful + excluded.helpful,
+        unhelpful = r.unhelpful + excluded.unhelpful,
+        updated_at = now();
+
+    UPDATE pgmem.namespaces AS s
+    SET feedback_helpful = s.feedback_helpful + d.helpful,
+        feedback_unhelpful = s.feedback_unhelpful + d.unhelpful
+    FROM (SELECT namespace,
+                 coalesce(sum(weight) FILTER (WHERE helpful), 0) AS helpful,
+                 coalesce(sum(weight) FILTER (WHERE NOT helpful), 0) AS unhelpful
+          FROM new_feedback GROUP BY namespace) AS d
+    WHERE s.namespace = d.namespace;
+    RETURN NULL;
+END;
+$$;
+
+-- Delete the notes the inserted supersede requests replace (owner rights).
+CREATE FUNCTION pgmem.supersede_notes_v1() RETURNS trigger
+    -- Writers hold no DELETE privilege. Row-level security has already checked each
+    -- request as its caller; this only refuses a request whose note is not (or no longer)
+    -- on the span it names.
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pgmem, pg_temp
+    AS $$
+DECLARE
+    v_missing record;
+    v_requested integer;
+    v_deleted integer;
+BEGIN
+    SELECT r.namespace, r.old_note_id, r.document_id, r.span_start, r.span_end INTO v_missing
+    FROM requests AS r
+    WHERE NOT EXISTS (SELECT 1 FROM pgmem.notes AS n
+                      WHERE n.namespace = r.namespace AND n.note_id = r.old_note_id
+                        AND n.document_id = r.document_id AND n.span_start = r.span_start
+                        AND n.span_end = r.span_end)
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'supersede: namespace % holds no note % on span %[%:%]', v_missing.namespace,
+            v_missing.old_note_id, v_missing.document_id, v_missing.span_start, v_missing.span_end
+            USING ERRCODE = 'PM003';
+    END IF;
+    SELECT count(*) INTO v_requested FROM requests;
+
+    PERFORM set_config('pgmem.forget_in_progress', 'on', true);
+    DELETE FROM pgmem.notes AS n
+    USING requests AS r
+    WHERE n.namespace = r.namespace AND n.note_id = r.old_note_id;
+    GET DIAGNOSTICS v_deleted = ROW_COUNT;
+    PERFORM set_config('pgmem.forget_in_progress', 'off', true);
+
+    IF v_deleted <> v_requested THEN
+        RAISE EXCEPTION 'supersede: % request(s) but % note(s) deleted (a note requested twice, or superseded concurrently)',
+            v_requested, v_deleted
+            USING ERRCODE = 'PM003';
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+-- At commit, refuse a supersede whose replacement note is not on the replaced span (PM005).
+CREATE FUNCTION pgmem.check_supersede_replaced_v1() RETURNS trigger
+    -- The request path replaces notes, it never merely erases them (that is forget, for
+    -- admins).
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pgmem, pg_temp
+    AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pgmem.notes AS n
+                   WHERE n.namespace = NEW.namespace AND n.note_id = NEW.new_note_id
+                     AND n.document_id = NEW.document_id AND n.span_start = NEW.span_start
+                     AND n.span_end = NEW.span_end) THEN
+        RAISE EXCEPTION 'supersede: note % of namespace % was removed but its replacement % is not on span %[%:%]',
+            NEW.old_note_id, NEW.namespace, NEW.new_note_id, NEW.document_id, NEW.span_start, NEW.span_end
+            USING ERRCODE = 'PM005';
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+-- Delete the compaction telemetry of trajectories whose archived notes were forgotten.
+CREATE FUNCTION pgmem.forget_compaction_log_v1() RETURNS trigger
+    -- Erasure reaches telemetry too: raw verdicts quote the trajectory.
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pgmem, pg_temp
+    AS $$
+BEGIN
+    DELETE FROM pgmem.compaction_log AS c
+    USING (SELECT DISTINCT namespace, metadata ->> 'trajectory' AS trajectory_id
+           FROM forgotten_compaction_notes WHERE metadata ? 'trajectory') AS f
+    WHERE c.namespace = f.namespace AND c.trajectory_id = f.trajectory_id;
+    RETURN NULL;
+END;
+$$;
+
+-- == Triggers ==
+
+-- Notes are immutable: the database itself refuses UPDATE, DELETE and TRUNCATE.
+CREATE TRIGGER notes_immutable_rows BEFORE UPDATE OR DELETE ON pgmem.notes
+    FOR EACH ROW EXECUTE FUNCTION pgmem.reject_note_change_v1();
+CREATE TRIGGER notes_immutable_truncate BEFORE TRUNCATE ON pgmem.notes
+    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.reject_note_change_v1();
+
+-- Statistics follow the notes actually written and deleted.
+CREATE TRIGGER notes_count_new AFTER INSERT ON pgmem.notes
+    REFERENCING NEW TABLE AS new_notes
+    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.count_new_notes_v1();
+CREATE TRIGGER notes_count_forgotten AFTER DELETE ON pgmem.notes
+    REFERENCING OLD TABLE AS old_notes
+    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.count_forgotten_notes_v1();
+CREATE TRIGGER notes_count_families AFTER INSERT ON pgmem.notes
+    REFERENCING NEW TABLE AS new_notes
+    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.count_family_notes_v1();
+CREATE TRIGGER notes_uncount_families AFTER DELETE ON pgmem.notes
+    REFERENCING OLD TABLE AS old_notes
+    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.count_family_notes_v1();
+
+-- A family bound to writer roles refuses notes from other writers.
+CREATE TRIGGER notes_check_family_writers AFTER INSERT ON pgmem.notes
+    REFERENCING NEW TABLE AS new_notes
+    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.check_family_writers_v1();
+
+-- Erasure reaches compaction telemetry.
+CREATE TRIGGER notes_forget_compaction_log AFTER DELETE ON pgmem.notes
+    REFERENCING OLD TABLE AS forgotten_compaction_notes
+    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.forget_compaction_log_v1();
+
+-- Every model gets its HNSW index as soon as its row exists.
+CREATE TRIGGER embedding_models_index AFTER INSERT ON pgmem.embedding_models
+    FOR EACH ROW EXECUTE FUNCTION pgmem.index_new_model_v1();
+
+-- Feedback totals.
+CREATE TRIGGER feedback_count AFTER INSERT ON pgmem.feedback
+    REFERENCING NEW TABLE AS new_feedback
+    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.count_feedback_v1();
+
+-- Supersede: delete the replaced notes, and check at commit that the new ones are there.
+CREATE TRIGGER supersede_audit_delete AFTER INSERT ON pgmem.supersede_audit
+    REFERENCING NEW TABLE AS requests
+    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.supersede_notes_v1();
+CREATE CONSTRAINT TRIGGER supersede_audit_replaced AFTER INSERT ON pgmem.supersede_audit
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION pgmem.check_supersede_replaced_v1();
+
+-- == Views ==
+
+-- All views run with the caller's rights (security_invoker), so the row-level security
+-- of the tables they read applies to whoever queries them.
+
+-- How often calibration switched itself off, by reason ('any' counts degraded packs).
+CREATE VIEW pgmem.pack_degraded_rate_v1 WITH (security_invoker = true) AS
+WITH totals AS (
+    SELECT namespace, mode, count(*) AS packs FROM pgmem.pack_log GROUP BY namespace, mode
+), reasons AS (
+    SELECT namespace, mode, 'any' AS reason, count(*) FILTER (WHERE degraded) AS degraded_packs
+    FROM pgmem.pack_log GROUP BY namespace, mode
+    UNION ALL
+    SELECT l.namespace, l.mode, r.reason, count(*)
+    FROM pgmem.pack_log AS l, unnest(l.degraded_reasons) AS r (reason)
+    GROUP BY l.namespace, l.mode, r.reason
+)
+SELECT t.namespace, t.mode, r.reason, t.packs, r.degraded_packs,
+       r.degraded_packs::float8 / t.packs AS rate
+FROM totals AS t JOIN reasons AS r USING (namespace, mode);
+
+-- How often calibration switched itself off, per day, mode and reason ('any' counts
+-- the degraded packs); pack_degraded_rate_v1 gives the same over all time.
+CREATE VIEW pgmem.pack_degraded_daily_v1 WITH (security_invoker = true) AS
+WITH days AS (
+    SELECT namespace, mode, date_trunc('day', created_at) AS day, count(*) AS packs
+    FROM pgmem.pack_log GROUP BY 1, 2, 3
+), reasons AS (
+    SELECT namespace, mode, date_trunc('day', created_at) AS day, 'any' AS reason,
+           count(*) FILTER (WHERE degraded) AS degraded_packs
+    FROM pgmem.pack_log GROUP BY 1, 2, 3
+    UNION ALL
+    SELECT l.namespace, l.mode, date_trunc('day', l.created_at), r.reason, count(*)
+    FROM pgmem.pack_log AS l, unnest(l.degraded_reasons) AS r (reason)
+    GROUP BY 1, 2, 3, 4
+)
+SELECT d.namespace, d.mode, d.day, r.reason, d.packs, r.degraded_packs,
+       r.degraded_packs::float8 / d.packs AS rate
+FROM days AS d JOIN reasons AS r USING (namespace, mode, day);
+
+-- How often the variance floor dominated a family's expected variance.
+CREATE VIEW pgmem.pack_variance_floor_rate_v1 WITH (security_invoker = true) AS
+SELECT f.namespace, l.mode,
+       count(DISTINCT f.pack_id) AS packs,
+       count(*) AS family_rows,
+       count(*) FILTER (WHERE f.variance_floor_dominated) AS floor_dominated_rows,
+       avg(f.variance_floor_dominated::integer::float8) AS floor_dominated_rate,
+       count(DISTINCT f.pack_id) FILTER (WHERE f.variance_floor_dominated)::float8
+           / count(DISTINCT f.pack_id) AS packs_with_floor_rate
+FROM pgmem.pack_log_families AS f
+JOIN pgmem.pack_log AS l USING (namespace, pack_id)
+GROUP BY f.namespace, l.mode;
+
+-- The distribution of family-label entropy (nats) over logged pools.
+CREATE VIEW pgmem.pack_entropy_distribution_v1 WITH (security_invoker = true) AS
+SELECT namespace, mode, count(*) AS packs,
+       min(entropy) AS min,
+       percentile_cont(0.10) WITHIN GROUP (ORDER BY entropy) AS p10,
+       percentile_cont(0.25) WITHIN GROUP (ORDER BY entropy) AS p25,
+       percentile_cont(0.50) WITHIN GROUP (ORDER BY entropy) AS median,
+       percentile_cont(0.75) WITHIN GROUP (ORDER BY entropy) AS p75,
+       percentile_cont(0.90) WITHIN GROUP (ORDER BY entropy) AS p90,
+       max(entropy) AS max,
+       avg(entropy) AS mean
+FROM pgmem.pack_log
+GROUP BY namespace, mode;
+
+-- Per-family regulariser statistics over the logged pools a family appeared in.
+CREATE VIEW pgmem.family_regularizer_stats_v1 WITH (security_invoker = true) AS
+SELECT f.namespace, l.mode, f.family,
+       count(*) AS pools,
+       avg(f.count) AS mean_pool_count,
+       avg(f.z) AS mean_z,
+       avg(f.reliability) AS mean_reliability,
+       avg(f.uncertainty) AS mean_uncertainty,
+       avg(f.regularizer) AS mean_regularizer,
+       min(f.regularizer) AS min_regularizer,
+       max(f.regularizer) AS max_regularizer,
+       avg((f.regularizer > 0)::integer::float8) AS positive_rate,
+       avg((f.regularizer < 0)::integer::float8) AS negative_rate,
+       avg(l.degraded::integer::float8) AS degraded_rate
+FROM pgmem.pack_log_families AS f
+JOIN pgmem.pack_log AS l USING (namespace, pack_id)
+GROUP BY f.namespace, l.mode, f.family;
+
+-- Why is this note in this pack (or not): every packed note and every rejection of
+-- each logged pack, with its scores, its family's calibration and the pack's mode,
+-- degraded state and parameters. Filter on pack_id and note_id.
+CREATE VIEW pgmem.pack_explain_v1 WITH (security_invoker = true) AS
+SELECT l.namespace, l.pack_id, l.created_at, l.query, l.mode, l.degraded, l.degraded_reasons,
+       e.outcome, e.rank, e.reason, e.note_id, e.family, e.role,
+       e.base_score, e.normalized_score, e.regularizer, e.final_score, e.decayed_score,
+       e.max_overlap, e.overlaps_note_id,
+       f.count AS family_pool_count, f.z AS family_z, f.shrunk_z AS family_shrunk_z,
+       f.reliability AS family_reliability, f.uncertainty AS family_uncertainty,
+       f.variance_floor_dominated AS family_variance_floor_dominated,
+       f.feedback_reliability AS family_feedback_reliability,
+       l.pool_size, l.pool_mean, l.pool_variance, l.entropy, l.parameters
+FROM pgmem.pack_log AS l
+JOIN (
+    SELECT namespace, pack_id, 'packed' AS outcome, rank, NULL::text AS reason, note_id, family, role,
+           base_score, normalized_score, regularizer, final_score, decayed_score, max_overlap,
+           NULL::uuid AS overlaps_note_id
+    FROM pgmem.pack_log_items
+    UNION ALL
+    SELECT namespace, pack_id, 'rejected', NULL::integer, reason, note_id, family, role,
+           base_score, final_score - regularizer, regularizer, final_score, decayed_score, max_overlap,
+           overlaps_note_id
+    FROM pgmem.pack_log_rejections
+) AS e USING (namespace, pack_id)
+LEFT JOIN pgmem.pack_log_families AS f
+    ON f.namespace = e.namespace AND f.pack_id = e.pack_id AND f.family = e.family;
+
 -- Every family alarm raised in a logged pack: which family, in which pack, how the score
 -- was made up, and whether the family was quarantined.
 CREATE VIEW pgmem.family_alarms_v1 WITH (security_invoker = true) AS
@@ -2359,19 +1818,252 @@ FROM pgmem.pack_log_families AS f
 JOIN pgmem.pack_log AS l USING (namespace, pack_id)
 WHERE f.alarmed;
 
--- Least privilege for what this migration added.
-REVOKE ALL ON FUNCTION pgmem.may_write_family_v1, pgmem.check_family_writers_v1, pgmem.bind_family_v1,
-    pgmem.unbind_family_v1, pgmem.count_family_notes_v1 FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION pgmem.may_write_family_v1, pgmem.check_family_writers_v1 TO pgmem_reader;
-GRANT EXECUTE ON FUNCTION pgmem.bind_family_v1, pgmem.unbind_family_v1 TO pgmem_admin;
-GRANT SELECT ON pgmem.family_writers, pgmem.family_writers_v1, pgmem.family_stats, pgmem.family_alarms_v1
+-- The store's provenance families.
+CREATE VIEW pgmem.store_families_v1 WITH (security_invoker = true) AS
+SELECT namespace, family,
+       count(*) AS notes,
+       count(DISTINCT document_id) AS documents,
+       avg(confidence::float8) AS mean_confidence,
+       min(source_ts) AS first_source_ts,
+       max(source_ts) AS last_source_ts,
+       max(created_at) AS last_written_at
+FROM pgmem.notes
+GROUP BY namespace, family;
+
+-- Grants by role name, for people: dropped roles do not appear.
+CREATE VIEW pgmem.namespace_grants_v1 WITH (security_invoker = true) AS
+SELECT g.namespace, r.rolname AS role_name, g.role_oid, g.granted_at
+FROM pgmem.namespace_grants AS g
+JOIN pg_catalog.pg_roles AS r ON r.oid = g.role_oid;
+
+-- Bindings by role name, for people (a dropped role shows as NULL: its family stays closed).
+CREATE VIEW pgmem.family_writers_v1 WITH (security_invoker = true) AS
+SELECT w.namespace, w.family, r.rolname AS role_name, w.role_oid, w.bound_by, w.bound_at
+FROM pgmem.family_writers AS w
+LEFT JOIN pg_catalog.pg_roles AS r ON r.oid = w.role_oid;
+
+-- Every probe and compaction, with derived ratios (the telemetry view tools read).
+CREATE VIEW pgmem.compaction_events WITH (security_invoker = true) AS
+SELECT namespace, event_id, trajectory_id, generation, round, kind, policy, rebuild, reason, fired,
+       gates, prompt_tokens, raw_verdict, predicates, tokens_before, tokens_after,
+       CASE WHEN tokens_before > 0 THEN tokens_after::float8 / tokens_before END AS compression_ratio,
+       probe_prompt_tokens, probe_completion_tokens, summary_prompt_tokens, summary_completion_tokens,
+       probe_prompt_tokens + probe_completion_tokens + summary_prompt_tokens
+           + summary_completion_tokens AS overhead_tokens,
+       latency_ms, model, archived, summary_note_id, citations, logged_by, logged_at
+FROM pgmem.compaction_log;
+
+-- What triggered compactions, per namespace and policy, with each reason's share.
+CREATE VIEW pgmem.compaction_trigger_mix_v1 WITH (security_invoker = true) AS
+SELECT namespace, policy, reason, count(*) AS compactions,
+       count(*)::float8 / sum(count(*)) OVER (PARTITION BY namespace, policy) AS share
+FROM pgmem.compaction_log
+WHERE kind = 'compaction'
+GROUP BY namespace, policy, reason;
+
+-- How much each compaction shrank the live context, per namespace, policy and rebuild.
+CREATE VIEW pgmem.compaction_ratio_v1 WITH (security_invoker = true) AS
+SELECT namespace, policy, rebuild, count(*) AS compactions,
+       avg(tokens_before) AS mean_tokens_before, avg(tokens_after) AS mean_tokens_after,
+       avg(tokens_after::float8 / nullif(tokens_before, 0)) AS mean_ratio,
+       min(tokens_after::float8 / nullif(tokens_before, 0)) AS min_ratio,
+       max(tokens_after::float8 / nullif(tokens_before, 0)) AS max_ratio
+FROM pgmem.compaction_log
+WHERE kind = 'compaction'
+GROUP BY namespace, policy, rebuild;
+
+-- What compaction cost one trajectory in one generation: probes, compactions, the probe
+-- and summary tokens and the time spent.
+CREATE VIEW pgmem.compaction_cost_by_generation_v1 WITH (security_invoker = true) AS
+SELECT namespace, trajectory_id, generation,
+       count(*) FILTER (WHERE kind = 'probe') AS probes,
+       count(*) FILTER (WHERE kind = 'probe' AND fired) AS probes_fired,
+       count(*) FILTER (WHERE kind = 'compaction') AS compactions,
+       sum(probe_prompt_tokens + probe_completion_tokens) AS probe_tokens,
+       sum(summary_prompt_tokens + summary_completion_tokens) AS summary_tokens,
+       sum(latency_ms) AS latency_ms,
+       max(prompt_tokens) AS max_prompt_tokens
+FROM pgmem.compaction_log
+GROUP BY namespace, trajectory_id, generation;
+
+-- The same per trajectory (all generations).
+CREATE VIEW pgmem.compaction_cost_v1 WITH (security_invoker = true) AS
+SELECT namespace, trajectory_id, count(*) AS generations, sum(probes) AS probes,
+       sum(compactions) AS compactions, sum(probe_tokens) AS probe_tokens,
+       sum(summary_tokens) AS summary_tokens, sum(latency_ms) AS latency_ms,
+       max(max_prompt_tokens) AS max_prompt_tokens
+FROM pgmem.compaction_cost_by_generation_v1
+GROUP BY namespace, trajectory_id;
+
+-- == Row-level security ==
+
+-- Every table keyed by namespace. The schema owner (who ran the migrations) and
+-- superusers are not subject to it. pgmem.embedding_models is global (no namespace),
+-- and pgmem.forget_audit is read by admins only (grants below).
+ALTER TABLE pgmem.namespaces ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgmem.lexeme_stats ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgmem.notes ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgmem.namespace_grants ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgmem.family_writers ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgmem.family_stats ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgmem.pack_log ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgmem.pack_log_families ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgmem.pack_log_items ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgmem.pack_log_rejections ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgmem.feedback ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgmem.family_reliability ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgmem.supersede_audit ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgmem.compaction_log ENABLE ROW LEVEL SECURITY;
+
+-- Readers and writers see the rows of their session namespace
+-- (pgmem.session_namespace_v1): its notes and statistics, the family bindings (a
+-- writer must know which families it may not write), logged packs, feedback, the
+-- supersedes (provenance: why a cited note was replaced) and compaction telemetry.
+-- These policies, FOR ALL with USING only, are also the WITH CHECK of inserts: a
+-- writer inserts only into the namespace its session may use.
+CREATE POLICY namespace_isolation ON pgmem.namespaces TO pgmem_reader, pgmem_writer
+    USING (namespace = (SELECT pgmem.session_namespace_v1()));
+CREATE POLICY namespace_isolation ON pgmem.lexeme_stats TO pgmem_reader, pgmem_writer
+    USING (namespace = (SELECT pgmem.session_namespace_v1()));
+CREATE POLICY namespace_isolation ON pgmem.notes TO pgmem_reader, pgmem_writer
+    USING (namespace = (SELECT pgmem.session_namespace_v1()));
+CREATE POLICY namespace_isolation ON pgmem.family_writers TO pgmem_reader, pgmem_writer
+    USING (namespace = (SELECT pgmem.session_namespace_v1()));
+CREATE POLICY namespace_isolation ON pgmem.family_stats TO pgmem_reader, pgmem_writer
+    USING (namespace = (SELECT pgmem.session_namespace_v1()));
+CREATE POLICY namespace_isolation ON pgmem.pack_log TO pgmem_reader, pgmem_writer
+    USING (namespace = (SELECT pgmem.session_namespace_v1()));
+CREATE POLICY namespace_isolation ON pgmem.pack_log_families TO pgmem_reader, pgmem_writer
+    USING (namespace = (SELECT pgmem.session_namespace_v1()));
+CREATE POLICY namespace_isolation ON pgmem.pack_log_items TO pgmem_reader, pgmem_writer
+    USING (namespace = (SELECT pgmem.session_namespace_v1()));
+CREATE POLICY namespace_isolation ON pgmem.pack_log_rejections TO pgmem_reader, pgmem_writer
+    USING (namespace = (SELECT pgmem.session_namespace_v1()));
+CREATE POLICY namespace_isolation ON pgmem.feedback TO pgmem_reader, pgmem_writer
+    USING (namespace = (SELECT pgmem.session_namespace_v1()));
+CREATE POLICY namespace_isolation ON pgmem.family_reliability TO pgmem_reader, pgmem_writer
+    USING (namespace = (SELECT pgmem.session_namespace_v1()));
+CREATE POLICY namespace_isolation ON pgmem.supersede_audit TO pgmem_reader, pgmem_writer
+    USING (namespace = (SELECT pgmem.session_namespace_v1()));
+CREATE POLICY namespace_isolation ON pgmem.compaction_log TO pgmem_reader, pgmem_writer
+    USING (namespace = (SELECT pgmem.session_namespace_v1()));
+
+-- Admins see and write every namespace.
+CREATE POLICY admin_all ON pgmem.namespaces TO pgmem_admin USING (true);
+CREATE POLICY admin_all ON pgmem.lexeme_stats TO pgmem_admin USING (true);
+CREATE POLICY admin_all ON pgmem.notes TO pgmem_admin USING (true);
+CREATE POLICY admin_all ON pgmem.namespace_grants TO pgmem_admin USING (true);
+CREATE POLICY admin_all ON pgmem.family_writers TO pgmem_admin USING (true);
+CREATE POLICY admin_all ON pgmem.family_stats TO pgmem_admin USING (true);
+CREATE POLICY admin_all ON pgmem.pack_log TO pgmem_admin USING (true);
+CREATE POLICY admin_all ON pgmem.pack_log_families TO pgmem_admin USING (true);
+CREATE POLICY admin_all ON pgmem.pack_log_items TO pgmem_admin USING (true);
+CREATE POLICY admin_all ON pgmem.pack_log_rejections TO pgmem_admin USING (true);
+CREATE POLICY admin_all ON pgmem.feedback TO pgmem_admin USING (true);
+CREATE POLICY admin_all ON pgmem.family_reliability TO pgmem_admin USING (true);
+CREATE POLICY admin_all ON pgmem.supersede_audit TO pgmem_admin USING (true);
+CREATE POLICY admin_all ON pgmem.compaction_log TO pgmem_admin USING (true);
+
+-- A role sees only the grants of roles it is a member of (so no namespace names leak).
+CREATE POLICY own_grants ON pgmem.namespace_grants TO pgmem_reader, pgmem_writer
+    USING (EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r
+                   WHERE r.oid = role_oid AND pg_has_role(current_user, r.oid, 'MEMBER')));
+
+-- Checked as the writer (so row-level security on notes and pack_log applies): the note
+-- is one the writer can see, the family is the note's, a pack id names a logged pack.
+CREATE POLICY feedback_names_a_note ON pgmem.feedback AS RESTRICTIVE FOR INSERT
+    TO pgmem_reader, pgmem_writer
+    WITH CHECK (
+        EXISTS (SELECT 1 FROM pgmem.notes AS n
+                WHERE n.namespace = feedback.namespace AND n.note_id = feedback.note_id
+                  AND n.family = feedback.family)
+        AND (pack_id IS NULL OR EXISTS (SELECT 1 FROM pgmem.pack_log AS l
+                                        WHERE l.namespace = feedback.namespace AND l.pack_id = feedback.pack_id)));
+
+-- A supersede request is accepted only in the session's namespace and for a note the
+-- caller can see on the very span it names, for every role subject to row-level
+-- security (admins included).
+CREATE POLICY supersede_request ON pgmem.supersede_audit AS RESTRICTIVE FOR INSERT TO PUBLIC
+    WITH CHECK (
+        namespace = (SELECT pgmem.session_namespace_v1())
+        AND EXISTS (SELECT 1 FROM pgmem.notes AS n
+                    WHERE n.namespace = supersede_audit.namespace
+                      AND n.note_id = supersede_audit.old_note_id
+                      AND n.document_id = supersede_audit.document_id
+                      AND n.span_start = supersede_audit.span_start
+                      AND n.span_end = supersede_audit.span_end));
+
+-- Superseding deletes the replaced note: an unbound writer must not erase a bound
+-- family's notes by "replacing" them with its own. Checked as the caller.
+CREATE POLICY supersede_family_right ON pgmem.supersede_audit AS RESTRICTIVE FOR INSERT TO PUBLIC
+    WITH CHECK (
+        pgmem.may_write_family_v1(namespace, (SELECT n.family FROM pgmem.notes AS n
+                                              WHERE n.namespace = supersede_audit.namespace
+                                                AND n.note_id = supersede_audit.old_note_id)));
+
+-- == Role memberships and grants ==
+
+-- Least privilege. Readers read their namespace and may log packs; writers also
+-- insert notes, give feedback, supersede and log compaction telemetry; admins also
+-- register models, forget, and manage namespace grants and family bindings. Each
+-- group role holds the rights of the one below it.
+GRANT pgmem_reader TO pgmem_writer;
+GRANT pgmem_writer TO pgmem_admin;
+
+-- Functions are created executable by PUBLIC; pgmem's are executable only by the roles
+-- granted below.
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgmem FROM PUBLIC;
+GRANT USAGE ON SCHEMA pgmem TO pgmem_reader, pgmem_writer, pgmem_admin;
+
+-- Readers: their namespace's notes and statistics, logged packs and telemetry; stage one.
+GRANT SELECT ON pgmem.embedding_models, pgmem.namespaces, pgmem.lexeme_stats, pgmem.notes,
+    pgmem.namespace_grants, pgmem.family_writers, pgmem.family_stats, pgmem.pack_log,
+    pgmem.pack_log_families, pgmem.pack_log_items, pgmem.pack_log_rejections, pgmem.feedback,
+    pgmem.family_reliability, pgmem.supersede_audit, pgmem.compaction_log
     TO pgmem_reader;
-GRANT INSERT, DELETE ON pgmem.family_writers TO pgmem_admin;
+GRANT SELECT ON pgmem.pack_degraded_rate_v1, pgmem.pack_degraded_daily_v1, pgmem.pack_variance_floor_rate_v1,
+    pgmem.pack_entropy_distribution_v1, pgmem.family_regularizer_stats_v1, pgmem.pack_explain_v1,
+    pgmem.family_alarms_v1, pgmem.store_families_v1, pgmem.namespace_grants_v1, pgmem.family_writers_v1,
+    pgmem.compaction_events, pgmem.compaction_trigger_mix_v1, pgmem.compaction_ratio_v1,
+    pgmem.compaction_cost_by_generation_v1, pgmem.compaction_cost_v1
+    TO pgmem_reader;
+GRANT INSERT ON pgmem.pack_log, pgmem.pack_log_families, pgmem.pack_log_items, pgmem.pack_log_rejections
+    TO pgmem_reader;
+GRANT EXECUTE ON FUNCTION pgmem.tsvector_token_count, pgmem.note_lexemes, pgmem.bm25_term_v1, pgmem.bm25_v1,
+    pgmem.filter_value_v1, pgmem.compile_filter_v1, pgmem.group_role_v1, pgmem.may_use_namespace_v1,
+    pgmem.session_namespace_v1, pgmem.may_write_family_v1, pgmem.stage_one_v1, pgmem.log_pack_v1,
+    pgmem.log_pack_v2, pgmem.check_family_writers_v1
+    TO pgmem_reader;
 
--- Distribution by namespace (Citus, docs/citus.md) -----------------------------------------
+-- Writers: notes, feedback, supersede requests and compaction telemetry, by column. Who
+-- wrote a row and when (given_by, requested_by, logged_by, created_at, ...), the ids
+-- the database numbers and the running statistics come from their defaults and the
+-- triggers (owner rights), never from the inserting writer.
+GRANT INSERT (namespace, note_id, external_id, document_id, span_start, span_end, text, context, family,
+              role, confidence, source_ts, model_id, embedding, entities, time_tags, keywords, handles,
+              links, metadata)
+    ON pgmem.notes TO pgmem_writer;
+-- Writers bind a namespace to a model; its statistics start at zero.
+GRANT INSERT (namespace, model_id) ON pgmem.namespaces TO pgmem_writer;
+GRANT INSERT (namespace, note_id, family, helpful, weight, pack_id) ON pgmem.feedback TO pgmem_writer;
+GRANT INSERT (namespace, old_note_id, new_note_id, document_id, span_start, span_end, reason)
+    ON pgmem.supersede_audit TO pgmem_writer;
+GRANT INSERT (namespace, trajectory_id, generation, round, kind, policy, rebuild, reason, fired, gates,
+              prompt_tokens, raw_verdict, predicates, tokens_before, tokens_after, probe_prompt_tokens,
+              probe_completion_tokens, summary_prompt_tokens, summary_completion_tokens, latency_ms, model,
+              archived, summary_note_id, citations)
+    ON pgmem.compaction_log TO pgmem_writer;
+GRANT EXECUTE ON FUNCTION pgmem.register_namespace_v1, pgmem.register_model_v1, pgmem.feedback_v1,
+    pgmem.handle_holders_v1, pgmem.entity_holders_v1
+    TO pgmem_writer;
 
--- Every unique key and foreign key of a per-namespace table includes the namespace (a
--- test checks the catalog); pgmem.embedding_models is the one global table. The erasure
--- audit was the one table keyed without it.
-ALTER TABLE pgmem.forget_audit DROP CONSTRAINT forget_audit_pkey;
-ALTER TABLE pgmem.forget_audit ADD CONSTRAINT forget_audit_pkey PRIMARY KEY (namespace, audit_id);
+-- Admins: every registered embedding model gets an HNSW index on the shared notes
+-- table, so only admins register models; they also forget, manage namespace grants
+-- and family bindings, and read the erasure audit.
+GRANT INSERT ON pgmem.embedding_models TO pgmem_admin;
+GRANT INSERT, DELETE ON pgmem.namespace_grants, pgmem.family_writers TO pgmem_admin;
+GRANT SELECT ON pgmem.forget_audit TO pgmem_admin;
+GRANT EXECUTE ON FUNCTION pgmem.ensure_model_index_v1, pgmem.forget_v1, pgmem.recount_namespace_v1,
+    pgmem.reset_feedback_v1, pgmem.grant_namespace_v1, pgmem.revoke_namespace_v1, pgmem.prune_grants_v1,
+    pgmem.bind_family_v1, pgmem.unbind_family_v1
+    TO pgmem_admin;

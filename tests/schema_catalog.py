@@ -13,6 +13,7 @@ role ``PUBLIC``. Objects that belong to an extension are left to the ``extension
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import psycopg
@@ -119,8 +120,9 @@ QUERIES: dict[str, str] = {
           AND ((pg_identify_object(d.classoid, d.objoid, d.objsubid)).schema = %(schema)s
                OR (d.classoid = 'pg_namespace'::regclass AND d.objoid = {_NAMESPACE}))""",
     # A NULL acl means the owner's defaults; compare what they amount to, not the NULL.
+    # The object column is text: as name (nspname's type) it would cut signatures at 63 bytes.
     "grants": f"""
-        SELECT 'schema', n.nspname, NULL, {_ACL_COLUMNS}
+        SELECT 'schema', n.nspname::text, NULL, {_ACL_COLUMNS}
         FROM pg_namespace n, aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) acl
         WHERE n.oid = {_NAMESPACE}
         UNION ALL
@@ -173,3 +175,38 @@ def snapshot_differences(left: Snapshot, right: Snapshot, names: tuple[str, str]
 def differing_kinds(left: Snapshot, right: Snapshot) -> set[str]:
     """The kinds of object whose rows differ between two snapshots."""
     return {line.split(":", 1)[0] for line in snapshot_differences(left, right)}
+
+
+#: The kinds of pgmem's group roles, named ``{prefix}_{kind}``.
+GROUP_ROLE_KINDS = ("reader", "writer", "admin")
+
+
+def group_role_memberships(conn: psycopg.Connection[Any], prefix: str = "pgmem") -> list[tuple[Any, ...]]:
+    """Which group role of ``prefix`` is a member of which, by kind, with the grant's options.
+
+    Roles are cluster-wide, so this is no part of :func:`catalog_snapshot`: compare two
+    installs made under different prefixes of one cluster.
+    """
+    names = [f"{prefix}_{kind}" for kind in GROUP_ROLE_KINDS]
+    with conn.cursor(row_factory=tuple_row) as cursor:
+        rows = cursor.execute(
+            """
+            SELECT substr(member.rolname, length(%(prefix)s) + 2), substr(role.rolname, length(%(prefix)s) + 2),
+                   m.admin_option, m.inherit_option, m.set_option
+            FROM pg_auth_members m
+            JOIN pg_roles AS role ON role.oid = m.roleid
+            JOIN pg_roles AS member ON member.oid = m.member
+            WHERE role.rolname = ANY(%(names)s) AND member.rolname = ANY(%(names)s)""",
+            {"prefix": prefix, "names": names},
+        ).fetchall()
+    return sorted(rows, key=repr)
+
+
+def with_default_role_prefix(snapshot: Snapshot, prefix: str) -> Snapshot:
+    """``snapshot`` of an install under ``prefix`` with its group roles named as under ``pgmem``."""
+    pattern = re.compile(rf"\b{re.escape(prefix)}_({'|'.join(GROUP_ROLE_KINDS)})\b")
+
+    def rename(value: Any) -> Any:
+        return pattern.sub(r"pgmem_\1", value) if isinstance(value, str) else value
+
+    return {kind: sorted((tuple(rename(v) for v in row) for row in rows), key=repr) for kind, rows in snapshot.items()}

@@ -149,7 +149,8 @@ def test_every_table_a_pack_statement_reads_is_restricted_to_its_namespace() -> 
 
 
 def test_every_table_stage_one_reads_is_restricted_to_its_namespace() -> None:
-    text = (ROOT / "sql" / "schema.sql").read_text()
+    """Migration 0001's stage_one_v1 (replaced by 0008's, which the test below reads)."""
+    text = (ROOT / "sql" / "migrations" / "0001_initial.sql").read_text()
     start = text.index("CREATE FUNCTION pgmem.stage_one_v1(")
     body = text[start : text.index("$function$;", start)]
     match = re.search(r"RETURN QUERY EXECUTE format\(\$query\$(.*?)\$query\$", body, flags=re.DOTALL)

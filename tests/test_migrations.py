@@ -3,20 +3,29 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
 from psycopg.types.json import Jsonb
-from schema_catalog import Snapshot, catalog_snapshot, differing_kinds, snapshot_differences
+from schema_catalog import (
+    GROUP_ROLE_KINDS,
+    Snapshot,
+    catalog_snapshot,
+    differing_kinds,
+    group_role_memberships,
+    snapshot_differences,
+    with_default_role_prefix,
+)
 
 import pgmem
-from pgmem.db.migrate import current_revision, head_revision
+from pgmem.db.migrate import DEFAULT_ROLE_PREFIX, current_revision, head_revision, with_role_prefix
 from pgmem.db.resources import sql_dir
 
 
-def _replay_chain(dsn: str, revision: str = "head") -> None:
+def _replay_chain(dsn: str, revision: str = "head", role_prefix: str = DEFAULT_ROLE_PREFIX) -> None:
     """Build the schema only through alembic revisions (never through schema.sql)."""
     from sqlalchemy import create_engine
     from sqlalchemy.pool import NullPool
@@ -29,6 +38,7 @@ def _replay_chain(dsn: str, revision: str = "head") -> None:
         connection.exec_driver_sql("CREATE SCHEMA IF NOT EXISTS pgmem")
         config = _alembic_config()
         config.attributes["connection"] = connection
+        config.attributes["role_prefix"] = role_prefix
         command.upgrade(config, revision)
     engine.dispose()
 
@@ -44,6 +54,10 @@ def test_migration_chain_equals_current_schema(fresh_database: str, dsn: str) ->
     from_schema = _snapshot(dsn)  # the template was built from sql/schema.sql
     assert ("notes", "r") in {row[:2] for row in from_schema["relations"]}
     assert all(from_schema[kind] for kind in ("columns", "constraints", "indexes", "functions", "policies", "grants"))
+    # Grants name each function by its whole signature (stage_one_v1's is longer than a name).
+    assert {row[1] for row in from_schema["grants"] if row[0] == "function"} == {
+        row[0] for row in from_schema["functions"]
+    }
     assert snapshot_differences(from_chain, from_schema, ("chain", "schema.sql")) == []
     assert from_chain == from_schema
 
@@ -112,6 +126,68 @@ def test_the_schema_comparison_sees_every_kind_of_change(dsn: str) -> None:
             conn.rollback()
             assert changed == kinds, statement
         assert catalog_snapshot(conn) == before
+
+
+@pytest.fixture
+def new_databases(server_dsn: str) -> Iterator[Any]:
+    """Makes empty databases, each under group roles of its own prefix; drops them all afterwards."""
+    made: list[tuple[str, str]] = []
+
+    def make() -> tuple[str, str]:
+        name, prefix = f"pgmem_test_{uuid.uuid4().hex[:12]}", f"t{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(server_dsn, autocommit=True) as cluster:
+            cluster.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        made.append((name, prefix))
+        return psycopg.conninfo.make_conninfo(server_dsn, dbname=name), prefix
+
+    yield make
+    with psycopg.connect(server_dsn, autocommit=True) as cluster:
+        for name, prefix in made:
+            cluster.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            for kind in reversed(GROUP_ROLE_KINDS):
+                cluster.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(f"{prefix}_{kind}")))
+
+
+def _install_schema_text(dsn: str, prefix: str, text: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(with_role_prefix(text, prefix))
+
+
+def _install(dsn: str, prefix: str) -> tuple[Snapshot, list[tuple[Any, ...]]]:
+    with psycopg.connect(dsn) as conn:
+        return with_default_role_prefix(catalog_snapshot(conn), prefix), group_role_memberships(conn, prefix)
+
+
+def test_group_roles_of_a_new_prefix_are_the_same_from_schema_and_chain(new_databases: Any) -> None:
+    """Role memberships are cluster-wide, so the test above cannot see them: install
+    once from schema.sql (pgmem.migrate on a fresh database) and once by the chain, each
+    under group roles of its own, and compare the roles' memberships and the catalog."""
+    schema_dsn, schema_prefix = new_databases()
+    chain_dsn, chain_prefix = new_databases()
+    pgmem.migrate(schema_dsn, role_prefix=schema_prefix)
+    _replay_chain(chain_dsn, role_prefix=chain_prefix)
+    from_schema, from_chain = _install(schema_dsn, schema_prefix), _install(chain_dsn, chain_prefix)
+
+    assert from_schema[1] == from_chain[1]
+    assert {row[:2] for row in from_schema[1]} == {("writer", "reader"), ("admin", "writer")}
+    assert snapshot_differences(from_chain[0], from_schema[0], ("chain", "schema.sql")) == []
+    # Every mention of the prefixed roles was renamed before comparing.
+    assert schema_prefix not in repr(from_schema[0]) and "pgmem_reader" in repr(from_schema[0]["policies"])
+
+
+def test_the_membership_comparison_sees_a_missing_role_grant(new_databases: Any) -> None:
+    dsn, prefix = new_databases()
+    mutated_dsn, mutated_prefix = new_databases()
+    text = (sql_dir() / "schema.sql").read_text(encoding="utf-8")
+    assert text.count("GRANT pgmem_reader TO pgmem_writer;\n") == 1
+    _install_schema_text(dsn, prefix, text)
+    _install_schema_text(mutated_dsn, mutated_prefix, text.replace("GRANT pgmem_reader TO pgmem_writer;\n", ""))
+    (snapshot, memberships), (mutated_snapshot, mutated_memberships) = (
+        _install(dsn, prefix),
+        _install(mutated_dsn, mutated_prefix),
+    )
+    assert snapshot == mutated_snapshot  # invisible to the catalog of the database ...
+    assert memberships != mutated_memberships  # ... but not to the memberships
 
 
 def test_migrate_is_idempotent_and_stamps_head(fresh_database: str) -> None:
