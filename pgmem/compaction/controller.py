@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -59,6 +59,8 @@ Rebuild = Literal["pgmem", "reset"]
 Message = dict[str, Any]
 _Note = TypeVar("_Note", RecalledNote, PackItem)
 _T = TypeVar("_T")
+_Conn = TypeVar("_Conn")
+_Chat = TypeVar("_Chat")
 
 #: Share of the backstop at which the fixed-threshold baselines compact by default.
 DEFAULT_FIXED_SHARE = 0.8
@@ -152,14 +154,14 @@ class PackFor:
     token_budget: int | None
 
 
-class _Controller:
+class _Controller(Generic[_Conn, _Chat]):
     """The compactor's state and decisions as steps; :class:`Compactor` and
     :class:`AsyncCompactor` drive them (see :class:`Compactor` for the parameters)."""
 
     def __init__(
         self,
-        conn: Any,
-        chat: Any,
+        conn: _Conn,
+        chat: _Chat,
         namespace: str = "default",
         *,
         policy: Policy | str = "rubric",
@@ -606,7 +608,7 @@ class _Controller:
             yield Execute(Statement("log compaction telemetry", "log_compaction_event", row))
 
 
-class Compactor(_Controller):
+class Compactor(_Controller[psycopg.Connection[Any], ChatModel]):
     """Keeps an agent's live context within budget; archives and explains every compaction.
 
     Call :meth:`step` once per agent round with the whole live context; it returns the
@@ -659,9 +661,6 @@ class Compactor(_Controller):
         Write telemetry rows to ``pgmem.compaction_log`` (default True).
     """
 
-    conn: psycopg.Connection[Any]
-    chat: ChatModel
-
     def step(self, messages: Sequence[Mapping[str, Any]]) -> list[Message]:
         """One agent round: maybe probe, maybe compact; return the live context to send next."""
         return self._drive(self._step(messages))
@@ -697,7 +696,7 @@ class Compactor(_Controller):
         return pack(self.conn, request.question, **self._pack_arguments(request))
 
 
-class AsyncCompactor(_Controller):
+class AsyncCompactor(_Controller[psycopg.AsyncConnection[Any], AsyncChatModel]):
     """:class:`Compactor` for asyncio agents: the same parameters, decisions and
     telemetry rows, on a ``psycopg.AsyncConnection`` (any row factory, inside the
     caller's transaction or not) with an :class:`AsyncChatModel` (e.g.
@@ -706,12 +705,6 @@ class AsyncCompactor(_Controller):
     :meth:`render` and :meth:`fit` are the same plain members. Embedding runs in a
     worker thread, so the event loop keeps serving other tasks meanwhile.
     """
-
-    conn: psycopg.AsyncConnection[Any]
-    chat: AsyncChatModel
-
-    def __init__(self, conn: psycopg.AsyncConnection[Any], chat: AsyncChatModel, *args: Any, **kwargs: Any) -> None:
-        super().__init__(conn, chat, *args, **kwargs)
 
     async def step(self, messages: Sequence[Mapping[str, Any]]) -> list[Message]:
         """One agent round: maybe probe, maybe compact; return the live context to send next."""
