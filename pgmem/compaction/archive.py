@@ -257,12 +257,13 @@ def archive_steps(
     with database_errors("archive"):
         # A read first: on a non-autocommit connection it opens the caller's transaction,
         # so the block below is a savepoint in it and the commit stays the caller's.
-        end, stored = _archived((yield Fetch(lookup)))
+        _, stored = _archived((yield Fetch(lookup)))
     if all(e.digest in stored for e in entries):
         return _result(entries, document_id, stored, IngestResult((), 0, 0))
     with database_errors("archive"):
         yield Begin()
-        # One archiver per trajectory at a time: the next offset is read under the lock.
+        # One archiver per trajectory at a time: the next offset is read under the lock
+        # (held to the end of the transaction: the caller's, on a non-autocommit connection).
         yield Fetch(Statement("archive", "lock_archive", {"namespace": namespace, "document_id": document_id}))
         end, stored = _archived((yield Fetch(lookup)))
     names = tool_names(all_messages)
