@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
 import pytest
-from conftest import TEMPLATE, _with_database
-from psycopg import sql
 from psycopg.rows import dict_row, namedtuple_row, tuple_row
 from test_compaction import CONTINUE, FIRE, MESSAGES, STUCK, ScriptedChat, cited_summary, events, make, refs_in
 
@@ -69,21 +66,6 @@ async def scenario_async(compactor: AsyncCompactor) -> list[Any]:
     out.append(await compactor.step([*live, *MORE]))
     out.append(await compactor.compact([*live, *MORE]))
     return out
-
-
-@pytest.fixture
-def other_dsn(server_dsn: str, template_dsn: str) -> Iterator[str]:
-    """A second migrated database: the async run writes the same note ids as the sync one."""
-    name = f"pgmem_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(
-            sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY file_copy").format(
-                sql.Identifier(name), sql.Identifier(TEMPLATE)
-            )
-        )
-    yield _with_database(server_dsn, name)
-    with psycopg.connect(server_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def stored(conn: psycopg.Connection[Any]) -> tuple[list[dict[str, Any]], list[tuple[Any, ...]]]:
