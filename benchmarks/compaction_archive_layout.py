@@ -1,15 +1,16 @@
-"""Why pgmem's rebuild trails pack() alone at --ask end: the archive's document layout.
+"""Why pgmem's rebuild trailed pack() alone at --ask end: the archive's document layout.
 
 For each LoCoMo dev conversation the turns are ingested four ways and every answerable
 question is packed from each (50 notes, a 4,000-token budget, the bundled MiniLM
 embedder), printing evidence recall:
 
-* ``message`` — as the compaction archive writes them today: one document per message,
+* ``message`` — as the compaction archive wrote them until it changed: one document per message,
   family ``user``, context ``user user, round N`` (no neighbours, no links);
 * ``message-time`` — the same with the speaker, session and date as context and source time;
 * ``session`` — one document per session, the turns as its spans in order (as ``pack``
   alone reads them), archive family and context;
-* ``trajectory`` — one document for the whole trajectory, the turns as its spans in order.
+* ``trajectory`` — one document for the whole trajectory, the turns as its spans in order
+  (the layout ``pgmem.compaction.archive`` writes now).
 
 Stage one brings the previous and next span of a document along and boosts linked
 neighbours; with one document per message neither can happen.

@@ -167,11 +167,22 @@ VALUES (%(namespace)s, %(trajectory_id)s, %(generation)s, %(round)s, %(kind)s, %
         %(summary_prompt_tokens)s, %(summary_completion_tokens)s, %(latency_ms)s, %(model)s, %(archived)s,
         %(summary_note_id)s, %(citations)s);
 
--- name: notes_of_documents --
--- The note ids of archived messages, by document id (eval-compaction's completeness check).
-SELECT document_id, note_id FROM pgmem.notes
-WHERE namespace = %(namespace)s AND document_id = ANY (%(document_ids)s::text[])
-ORDER BY document_id, span_start;
+-- name: archived_messages --
+-- A compaction archive (one document per trajectory): the end of its last span (the next
+-- message starts after it; NULL when empty) and the notes already archived for the given
+-- message digests, in document order (re-archiving is a no-op; the completeness check).
+SELECT e.archive_end, n.note_id, n.metadata ->> 'digest' AS digest
+FROM (SELECT max(span_end) AS archive_end FROM pgmem.notes
+      WHERE namespace = %(namespace)s AND document_id = %(document_id)s) AS e
+LEFT JOIN pgmem.notes AS n
+       ON n.namespace = %(namespace)s AND n.document_id = %(document_id)s
+      AND n.metadata ->> 'digest' = ANY (%(digests)s::text[])
+ORDER BY n.span_start;
+
+-- name: lock_archive --
+-- One archiver per compaction archive at a time (until the end of the transaction): the
+-- next message's offset is read under it.
+SELECT pg_advisory_xact_lock(hashtextextended(%(namespace)s || '/' || %(document_id)s, 0));
 
 -- name: read_notes --
 -- Notes of a namespace named by id or by document, in document order (the integrations'

@@ -80,9 +80,7 @@ def fresh_database(server_dsn: str) -> Iterator[str]:
         admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
-@pytest.fixture
-def dsn(server_dsn: str, template_dsn: str) -> Iterator[str]:
-    """A migrated database cloned from the session template, dropped afterwards."""
+def _clone(server_dsn: str) -> Iterator[str]:
     name = f"pgmem_test_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(server_dsn, autocommit=True) as admin:
         admin.execute(
@@ -93,6 +91,18 @@ def dsn(server_dsn: str, template_dsn: str) -> Iterator[str]:
     yield _with_database(server_dsn, name)
     with psycopg.connect(server_dsn, autocommit=True) as admin:
         admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def dsn(server_dsn: str, template_dsn: str) -> Iterator[str]:
+    """A migrated database cloned from the session template, dropped afterwards."""
+    yield from _clone(server_dsn)
+
+
+@pytest.fixture
+def other_dsn(server_dsn: str, template_dsn: str) -> Iterator[str]:
+    """A second migrated database beside ``dsn`` (the same writes in both give the same note ids)."""
+    yield from _clone(server_dsn)
 
 
 @pytest.fixture

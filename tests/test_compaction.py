@@ -3,6 +3,7 @@ summaries, rebuild, recall and telemetry (with row-level security)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -231,6 +232,47 @@ def test_re_archiving_is_a_no_op(conn: psycopg.Connection[Any], hashing: Hashing
     first = archived_notes(conn)
     compactor.compact(MESSAGES)  # the same messages dropped again (e.g. after a retry)
     assert archived_notes(conn) == first and len(first) == 3
+
+
+LATER = [
+    {"role": "assistant", "content": "Now the population of Canberra."},
+    {"role": "tool", "tool_call_id": "call_2", "name": "search", "content": "Canberra has 467,000 inhabitants. " * 70},
+]
+
+
+def archive_rows(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+    return conn.execute(
+        "SELECT document_id, span_start, span_end, text, metadata, note_id::text, links::text[] FROM pgmem.notes"
+        " WHERE namespace = 'agent-1' AND metadata->>'kind' = 'archived_message' ORDER BY span_start"
+    ).fetchall()
+
+
+def test_a_trajectory_is_one_document_its_messages_spans_in_order(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder
+) -> None:
+    compactor = make(conn, ScriptedChat([cited_summary, cited_summary]), hashing, policy="none")
+    live = compactor.compact(MESSAGES)
+    compactor.compact([*live, *LATER])  # generation 1 drops the later messages, not pgmem's own
+    rows = archive_rows(conn)
+    assert {r[0] for r in rows} == {f"{compactor.trajectory_id}:archive"}
+    # Trajectory order, generations in sequence; the long observation is two pieces of one message.
+    assert [(r[4]["generation"], r[4]["position"], r[4]["part"]) for r in rows] == [
+        (0, 0, 0), (0, 1, 0), (0, 2, 0), (1, 3, 0), (1, 4, 0), (1, 4, 1)
+    ]  # fmt: skip
+    assert rows[2][3] == MESSAGES[4]["content"] and rows[3][3] == LATER[0]["content"]
+    assert " ".join(r[3] for r in rows[4:]).split() == LATER[1]["content"].split()
+    # Offsets: increasing, never overlapping, one gap between messages; pieces keep their offsets.
+    assert all(a[2] < b[1] for a, b in itertools.pairwise(rows))
+    assert [b[1] - a[2] for a, b in itertools.pairwise(rows[:4])] == [1, 1, 1]
+    assert rows[4][4]["digest"] == rows[5][4]["digest"] != rows[3][4]["digest"]
+    # Neighbours across generations: the first message of generation 1 links to the last of generation 0.
+    assert rows[2][5] in rows[3][6]
+    # A restarted agent (a new compactor, same trajectory) continues the document after its end.
+    again = make(conn, ScriptedChat([cited_summary]), hashing, policy="none", trajectory_id=compactor.trajectory_id)
+    extra = {"role": "assistant", "content": "Done: Canberra, about 467,000 people."}
+    again.compact([*MESSAGES[:2], *LATER, extra])  # LATER again: a no-op; only the new message is written
+    after = archive_rows(conn)
+    assert after[:-1] == rows and after[-1][3] == extra["content"] and after[-1][1] == rows[-1][2] + 1
 
 
 def test_a_crash_between_archive_and_reset_loses_nothing(

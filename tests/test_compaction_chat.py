@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ from helpers import FakeChatServer as FakeServer
 from helpers import chat_reply as reply
 
 from pgmem import ConfigurationError, PgmemError
-from pgmem.compaction import ChatModel, OpenAIChat
+from pgmem.compaction import AsyncChatModel, AsyncOpenAIChat, ChatModel, OpenAIChat
 from pgmem.compaction.chat import PLACEHOLDER_API_KEY
 from pgmem.compaction.tokens import MESSAGE_OVERHEAD, REPLY_PRIMING, TokenCounter
 from pgmem.errors import ChatError
@@ -161,3 +162,25 @@ def test_bad_tokenizer_paths(tmp_path: Path) -> None:
         TokenCounter(bad)
     with pytest.raises(ConfigurationError, match="message_overhead"):
         TokenCounter(message_overhead=-1)
+
+
+def test_async_chat_sends_the_same_request_and_raises_the_same_error(server: FakeServer) -> None:
+    fast = {"retry-after-ms": "5"}
+    server.script += [(200, reply("hello"), {}), (500, error("boom"), fast), (500, error("boom"), fast)]
+
+    async def main() -> tuple[Any, ...]:
+        chat = AsyncOpenAIChat(base_url=server.url, model="fake-model", max_retries=1)
+        result = await chat.complete(MESSAGES, max_tokens=7)
+        with pytest.raises(ChatError) as info:
+            await chat.complete(MESSAGES)
+        await chat.close()
+        assert isinstance(chat, AsyncChatModel)
+        return result, str(info.value)
+
+    result, message = asyncio.run(main())
+    assert (result.text, result.prompt_tokens, result.completion_tokens, result.model) == ("hello", 11, 3, "fake-model")
+    sent = server.requests[0]
+    assert sent["model"] == "fake-model" and sent["messages"] == MESSAGES and sent["max_tokens"] == 7
+    assert "fake-model" in message and server.url in message and len(server.requests) == 3
+    with pytest.raises(ConfigurationError, match="temperature"):
+        AsyncOpenAIChat(base_url=server.url, model="m", temperature=3)

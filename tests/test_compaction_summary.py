@@ -8,7 +8,15 @@ import uuid
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pgmem.compaction.archive import MAX_NOTE_BYTES, _pieces, id_bounds, message_family, message_key, render_message
+from pgmem.compaction.archive import (
+    MAX_NOTE_BYTES,
+    _pieces,
+    archive_document,
+    id_bounds,
+    message_digest,
+    message_family,
+    render_message,
+)
 from pgmem.compaction.summary import (
     UNCITED,
     check_citations,
@@ -84,8 +92,10 @@ def test_message_identity_family_and_rendering() -> None:
     assert message_family({"role": "user", "name": "Ana"}, {}) == "Ana"
     assert message_family({"role": "assistant", "tool_calls": [call]}, {}) == "fetch"
     assert render_message({"role": "assistant", "content": "hi", "tool_calls": [call]}) == "hi\ncall fetch({})"
-    assert message_key("t", {"role": "user", "content": "a"}) == message_key("t", {"content": "a", "role": "user"})
-    assert message_key("t", {"role": "user", "content": "a"}) != message_key("u", {"role": "user", "content": "a"})
+    assert message_digest({"role": "user", "content": "a"}) == message_digest({"content": "a", "role": "user"})
+    assert message_digest({"role": "user", "content": "a"}) != message_digest({"role": "user", "content": "b"})
+    assert message_digest({"role": "user", "content": "a"}) != message_digest({"role": "assistant", "content": "a"})
+    assert archive_document("t") != archive_document("u")
 
 
 def test_id_bounds() -> None:

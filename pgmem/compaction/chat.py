@@ -11,13 +11,24 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from pgmem.compaction.tokens import TokenCounter
 from pgmem.errors import ChatError, ConfigurationError
 from pgmem.openai_client import PLACEHOLDER_API_KEY, client_settings
 
-__all__ = ["API_KEY_VARIABLES", "PLACEHOLDER_API_KEY", "ChatModel", "ChatResult", "OpenAIChat"]
+if TYPE_CHECKING:
+    import openai
+
+__all__ = [
+    "API_KEY_VARIABLES",
+    "PLACEHOLDER_API_KEY",
+    "AsyncChatModel",
+    "AsyncOpenAIChat",
+    "ChatModel",
+    "ChatResult",
+    "OpenAIChat",
+]
 
 API_KEY_VARIABLES = ("PGMEM_CHAT_API_KEY", "OPENAI_API_KEY")
 
@@ -51,7 +62,82 @@ class ChatModel(Protocol):
     def complete(self, messages: Sequence[Mapping[str, Any]], *, max_tokens: int | None = None) -> ChatResult: ...
 
 
-class OpenAIChat:
+@runtime_checkable
+class AsyncChatModel(Protocol):
+    """What :class:`~pgmem.compaction.AsyncCompactor` needs: :class:`ChatModel` with ``complete`` awaited."""
+
+    model: str
+
+    async def complete(self, messages: Sequence[Mapping[str, Any]], *, max_tokens: int | None = None) -> ChatResult: ...
+
+
+class _Endpoint:
+    """What the sync and the async OpenAI-compatible chat models share: settings, the
+    request, the error and the result (the client is theirs)."""
+
+    def __init__(
+        self,
+        owner: str,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None,
+        timeout: float,
+        max_retries: int,
+        temperature: float,
+        counter: TokenCounter | None,
+    ) -> None:
+        settings = client_settings(
+            owner,
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            api_key_variables=API_KEY_VARIABLES,
+        )
+        if not model.strip():
+            raise ConfigurationError("model must be a non-empty model name")
+        if not 0.0 <= temperature <= 2.0:
+            raise ConfigurationError(f"temperature must be in [0, 2], got {temperature}")
+        self.base_url = base_url
+        self.model = model
+        self.temperature = temperature
+        self.counter = counter or TokenCounter()
+        self._settings = settings
+
+    def _request(self, messages: Sequence[Mapping[str, Any]], max_tokens: int | None) -> dict[str, Any]:
+        import openai
+
+        if max_tokens is not None and max_tokens < 1:
+            raise ConfigurationError(f"max_tokens must be >= 1 or None, got {max_tokens}")
+        return {
+            "model": self.model,
+            "messages": cast(Any, list(messages)),
+            "temperature": self.temperature,
+            "max_tokens": openai.omit if max_tokens is None else max_tokens,
+        }
+
+    def _failure(self, exc: openai.OpenAIError) -> ChatError:
+        return ChatError(
+            f"chat call to model {self.model!r} at {self.base_url} failed: {self._settings.describe_failure(exc)}"
+        )
+
+    def _result(self, response: Any, messages: Sequence[Mapping[str, Any]], started: float) -> ChatResult:
+        latency_ms = (time.perf_counter() - started) * 1000.0
+        if not response.choices:
+            raise ChatError(f"chat call to model {self.model!r} at {self.base_url} returned no choices")
+        text = response.choices[0].message.content or ""
+        usage = response.usage
+        return ChatResult(
+            text=text,
+            prompt_tokens=usage.prompt_tokens if usage else self.counter.messages(messages),
+            completion_tokens=usage.completion_tokens if usage else self.counter.text(text),
+            model=response.model or self.model,
+            latency_ms=latency_ms,
+        )
+
+
+class OpenAIChat(_Endpoint):
     """A chat model behind an OpenAI-compatible ``/chat/completions`` endpoint.
 
     Parameters
@@ -91,56 +177,76 @@ class OpenAIChat:
         temperature: float = 0.0,
         counter: TokenCounter | None = None,
     ) -> None:
-        settings = client_settings(
+        super().__init__(
             "OpenAIChat",
-            base_url=base_url,
+            base_url,
+            model,
             api_key=api_key,
             timeout=timeout,
             max_retries=max_retries,
-            api_key_variables=API_KEY_VARIABLES,
+            temperature=temperature,
+            counter=counter,
         )
-        if not model.strip():
-            raise ConfigurationError("model must be a non-empty model name")
-        if not 0.0 <= temperature <= 2.0:
-            raise ConfigurationError(f"temperature must be in [0, 2], got {temperature}")
-        self.base_url = base_url
-        self.model = model
-        self.temperature = temperature
-        self.counter = counter or TokenCounter()
-        self._settings = settings
-        self._client = settings.sync_client()
+        self._client = self._settings.sync_client()
 
     def complete(self, messages: Sequence[Mapping[str, Any]], *, max_tokens: int | None = None) -> ChatResult:
         """Send ``messages`` and return the first choice's text and the token usage."""
         import openai
 
-        if max_tokens is not None and max_tokens < 1:
-            raise ConfigurationError(f"max_tokens must be >= 1 or None, got {max_tokens}")
+        request = self._request(messages, max_tokens)
         started = time.perf_counter()
         try:
-            response = self._client.chat.completions.create(
-                model=self.model,
-                messages=cast(Any, list(messages)),
-                temperature=self.temperature,
-                max_tokens=openai.omit if max_tokens is None else max_tokens,
-            )
+            response = self._client.chat.completions.create(**request)
         except openai.OpenAIError as exc:
-            raise ChatError(
-                f"chat call to model {self.model!r} at {self.base_url} failed: {self._settings.describe_failure(exc)}"
-            ) from exc
-        latency_ms = (time.perf_counter() - started) * 1000.0
-        if not response.choices:
-            raise ChatError(f"chat call to model {self.model!r} at {self.base_url} returned no choices")
-        text = response.choices[0].message.content or ""
-        usage = response.usage
-        return ChatResult(
-            text=text,
-            prompt_tokens=usage.prompt_tokens if usage else self.counter.messages(messages),
-            completion_tokens=usage.completion_tokens if usage else self.counter.text(text),
-            model=response.model or self.model,
-            latency_ms=latency_ms,
-        )
+            raise self._failure(exc) from exc
+        return self._result(response, messages, started)
 
     def close(self) -> None:
         """Close the HTTP connection pool."""
         self._client.close()
+
+
+class AsyncOpenAIChat(_Endpoint):
+    """:class:`OpenAIChat` on the official ``openai.AsyncOpenAI`` client, for
+    :class:`~pgmem.compaction.AsyncCompactor`: the same parameters, retries and errors,
+    with :meth:`complete` and :meth:`close` awaited. The client binds to the event loop
+    that first uses it."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        temperature: float = 0.0,
+        counter: TokenCounter | None = None,
+    ) -> None:
+        super().__init__(
+            "AsyncOpenAIChat",
+            base_url,
+            model,
+            api_key=api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            temperature=temperature,
+            counter=counter,
+        )
+        self._client = self._settings.async_client()
+
+    async def complete(self, messages: Sequence[Mapping[str, Any]], *, max_tokens: int | None = None) -> ChatResult:
+        """Send ``messages`` and return the first choice's text and the token usage."""
+        import openai
+
+        request = self._request(messages, max_tokens)
+        started = time.perf_counter()
+        try:
+            response = await self._client.chat.completions.create(**request)
+        except openai.OpenAIError as exc:
+            raise self._failure(exc) from exc
+        return self._result(response, messages, started)
+
+    async def close(self) -> None:
+        """Close the HTTP connection pool."""
+        await self._client.close()

@@ -1,4 +1,12 @@
-"""The compaction controller: decide when (policy), archive, summarise, rebuild, log."""
+"""The compaction controller: decide when (policy), archive, summarise, rebuild, log.
+
+The decisions are written once, as generators of steps (:mod:`pgmem.db.steps`): SQL
+statements, CPU work, and :class:`~pgmem.db.steps.Call` steps for what lies outside the
+connection (a chat completion, :class:`Ask`; an evidence pack, :class:`PackFor`).
+:class:`Compactor` drives them on a ``psycopg.Connection`` with a :class:`ChatModel`;
+:class:`AsyncCompactor` awaits them on a ``psycopg.AsyncConnection`` with an
+:class:`AsyncChatModel`. Both make the same decisions and write the same rows.
+"""
 
 from __future__ import annotations
 
@@ -7,22 +15,23 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
 
-from pgmem.api import MAX_QUERY_CHARS, ingest, pack
+from pgmem import aio
+from pgmem.api import MAX_QUERY_CHARS, pack
 from pgmem.compaction import policy as rules
 from pgmem.compaction.archive import (
     ArchivedMessage,
     RecalledNote,
-    archive_messages,
-    fetch_notes,
+    archive_steps,
+    fetch_notes_steps,
     render_message,
     summary_span,
 )
-from pgmem.compaction.chat import ChatModel, ChatResult
+from pgmem.compaction.chat import AsyncChatModel, ChatModel, ChatResult
 from pgmem.compaction.summary import (
     check_citations,
     flag_uncited,
@@ -34,10 +43,12 @@ from pgmem.compaction.summary import (
 )
 from pgmem.compaction.tokens import TokenCounter
 from pgmem.db.errors import database_errors
-from pgmem.db.queries import query
-from pgmem.embeddings import Embedder
+from pgmem.db.queries import Statement
+from pgmem.db.steps import Call, Compute, Execute, Steps, drive, drive_async
+from pgmem.embeddings import Embedder, resolve_embedder
 from pgmem.errors import ConfigurationError, InputError
-from pgmem.types import PackItem
+from pgmem.ingestion.writer import write as write_spans
+from pgmem.types import Pack, PackItem
 from pgmem.validate import check_namespace, whole
 
 POLICIES = ("rubric", "fixed", "delete_all", "keep_last", "free_tool", "none")
@@ -47,6 +58,9 @@ Policy = Literal["rubric", "fixed", "delete_all", "keep_last", "free_tool", "non
 Rebuild = Literal["pgmem", "reset"]
 Message = dict[str, Any]
 _Note = TypeVar("_Note", RecalledNote, PackItem)
+_T = TypeVar("_T")
+_Conn = TypeVar("_Conn")
+_Chat = TypeVar("_Chat")
 
 #: Share of the backstop at which the fixed-threshold baselines compact by default.
 DEFAULT_FIXED_SHARE = 0.8
@@ -123,63 +137,31 @@ def _split_keep(body: Sequence[Message], keep: int) -> tuple[list[Message], list
     return list(body[:cut]), list(body[cut:])
 
 
-class Compactor:
-    """Keeps an agent's live context within budget; archives and explains every compaction.
+@dataclass(frozen=True)
+class Ask:
+    """A :class:`~pgmem.db.steps.Call` request: one chat completion (the result is a ChatResult)."""
 
-    Call :meth:`step` once per agent round with the whole live context; it returns the
-    context to send next (the same list, a rebuilt one, or the same plus a hint).
+    messages: list[Message]
+    max_tokens: int | None
 
-    Parameters
-    ----------
-    conn : psycopg.Connection
-        A connection to a migrated database. Archive, summary note and telemetry are
-        written in its transaction (savepoints if one is open); pgmem never commits,
-        rolls back or closes it. On an autocommit connection each write is durable at once.
-    chat : ChatModel
-        Answers probes and writes summaries (e.g. :class:`OpenAIChat`).
-    namespace : str
-        Where archived notes, summaries and telemetry go (default ``"default"``).
-    policy : {"rubric", "fixed", "delete_all", "keep_last", "free_tool", "none"}
-        When to compact. ``rubric``: gates, then an evidence-checked rubric probe;
-        ``fixed``: at ``fixed_threshold`` tokens, with a summary; ``delete_all``: at the
-        threshold, drop everything after the task; ``keep_last``: at the threshold, keep
-        the last ``keep_last`` messages; ``free_tool``: when the model calls the
-        ``compact_context`` tool; ``none``: never. All but ``none`` also compact at the
-        backstop.
-    rebuild : {"pgmem", "reset"}
-        How. ``pgmem``: archive dropped messages as notes, cited summary, evidence pack
-        from :func:`pgmem.pack`; ``reset``: a plain summary, nothing archived.
-    context_window : int
-        The model's context window in tokens, >= 1.
-    backstop_fraction : float
-        The backstop, as a share of ``context_window``, in (0, 1] (default 0.3).
-    rubric : {"search", "reasoning"} or Rubric
-        The rubric of the ``rubric`` policy (default ``search``).
-    gates : Gates, optional
-        Probe gates (default: ``Gates()``). A ``min_prompt_tokens`` at or above the
-        backstop is refused with :class:`pgmem.ConfigurationError`.
-    fixed_threshold : int, optional
-        Tokens at which the threshold baselines compact (default 0.8 of the backstop).
-    keep_last : int
-        Messages ``keep_last`` keeps, >= 1 (default 6).
-    summary_max_tokens : int
-        Cap on summary tokens, >= 16 (default 1024).
-    pack_budget, pack_token_budget : int, optional
-        Notes (default 8) and tokens (default none) of the rebuild's evidence pack.
-    trajectory_id : str, optional
-        Names this trajectory in notes and telemetry (default: a new UUID).
-    embedder : Embedder or str, optional
-        The namespace's embedding model (see :func:`pgmem.ingest`).
-    counter : TokenCounter, optional
-        Counts prompt tokens (default: the documented estimate).
-    log : bool
-        Write telemetry rows to ``pgmem.compaction_log`` (default True).
-    """
+
+@dataclass(frozen=True)
+class PackFor:
+    """A :class:`~pgmem.db.steps.Call` request: an evidence pack of the namespace (the result is a Pack)."""
+
+    question: str
+    budget: int
+    token_budget: int | None
+
+
+class _Controller(Generic[_Conn, _Chat]):
+    """The compactor's state and decisions as steps; :class:`Compactor` and
+    :class:`AsyncCompactor` drive them (see :class:`Compactor` for the parameters)."""
 
     def __init__(
         self,
-        conn: psycopg.Connection[Any],
-        chat: ChatModel,
+        conn: _Conn,
+        chat: _Chat,
         namespace: str = "default",
         *,
         policy: Policy | str = "rubric",
@@ -251,7 +233,9 @@ class Compactor:
         self._synthetic: list[Message] = []
         self._refs: dict[str, str] = {}
 
-    # -- public -------------------------------------------------------------------------
+        self._model: Embedder | None = None
+
+    # -- pure ---------------------------------------------------------------------------
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -260,63 +244,6 @@ class Compactor:
         if self.policy == "free_tool":
             tools.append(COMPACT_TOOL)
         return tools
-
-    def step(self, messages: Sequence[Mapping[str, Any]]) -> list[Message]:
-        """One agent round: maybe probe, maybe compact; return the live context to send next."""
-        live = [dict(m) for m in messages]
-        self.round += 1
-        self._generation_rounds += 1
-        if self._since_probe is not None:
-            self._since_probe += 1
-        if self.policy == "none":
-            return live
-        tokens = self.counter.messages(live)
-        if rules.backstop_fires(tokens, self.backstop):
-            return self._compact(live, "backstop", tokens)
-        if self.policy in ("fixed", "delete_all", "keep_last"):
-            return self._compact(live, "fixed", tokens) if rules.fixed_fires(tokens, self.fixed_threshold) else live
-        if self.policy == "free_tool":
-            return self._compact(live, "tool", tokens) if self._asked_to_compact(live) else live
-        return self._probe(live, tokens)
-
-    def compact(self, messages: Sequence[Mapping[str, Any]], reason: str = "manual") -> list[Message]:
-        """Compact now, whatever the policy says; return the rebuilt live context."""
-        if reason not in REASONS:
-            raise InputError(f"reason must be one of {', '.join(REASONS)}, got {reason!r}")
-        live = [dict(m) for m in messages]
-        return self._compact(live, reason, self.counter.messages(live))
-
-    def recall(
-        self,
-        note_ids: Sequence[str] | None = None,
-        query: str | None = None,
-        limit: int = 5,
-        token_budget: int | None = None,
-    ) -> list[RecalledNote]:
-        """Reopen archived notes by id (full or a ``[#ref]`` citation) and/or by query.
-
-        A query is answered with :func:`pgmem.pack` over the namespace: at most ``limit``
-        notes (1-50) and, if given, ``token_budget`` tokens.
-        """
-        if not note_ids and not query:
-            raise InputError("recall needs note_ids or a query")
-        whole("limit", limit, 1, 50)
-        found = fetch_notes(self.conn, self.namespace, [self._refs.get(i.strip("[]#"), i) for i in note_ids or ()])
-        if query:
-            items = pack(
-                self.conn,
-                query,
-                namespace=self.namespace,
-                budget=limit,
-                token_budget=token_budget,
-                embedder=self.embedder,
-            ).items
-            seen = {n.note_id for n in found}
-            found += self.fit(
-                [RecalledNote(i.note_id, i.text, i.family, i.context, {}) for i in items if i.note_id not in seen],
-                token_budget,
-            )
-        return found
 
     def render(self, notes: Sequence[RecalledNote | PackItem]) -> str:
         """Notes as the agent sees them: ``[#ref] (family) text``, one per line."""
@@ -342,25 +269,6 @@ class Compactor:
             kept.append(note)
         return kept
 
-    def handle_tool_call(self, tool_call: Mapping[str, Any]) -> Message:
-        """The ``tool`` message answering one of :attr:`tools`' calls (``recall`` or ``compact_context``)."""
-        function = tool_call.get("function") or {}
-        name = function.get("name")
-        try:
-            arguments = json.loads(function.get("arguments") or "{}")
-        except json.JSONDecodeError as exc:
-            raise InputError(f"tool call arguments must be JSON, got {function.get('arguments')!r}") from exc
-        if name == "recall":
-            notes = self.recall(note_ids=arguments.get("note_ids"), query=arguments.get("query"))
-            content = self.render(notes) or "No archived note matches."
-        elif name == COMPACT_TOOL_NAME:
-            content = "The context will be compacted after this round."
-        else:
-            raise InputError(f"tool {name!r} is not a pgmem.compaction tool (recall, {COMPACT_TOOL_NAME})")
-        return {"role": "tool", "tool_call_id": tool_call.get("id", ""), "content": content}
-
-    # -- policy -------------------------------------------------------------------------
-
     def _asked_to_compact(self, live: Sequence[Message]) -> bool:
         for message in reversed(live):
             if message.get("role") == "assistant":
@@ -368,7 +276,85 @@ class Compactor:
                 return any((c.get("function") or {}).get("name") == COMPACT_TOOL_NAME for c in calls)
         return False
 
-    def _probe(self, live: list[Message], tokens: int) -> list[Message]:
+    def _pack_arguments(self, request: PackFor) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "budget": request.budget,
+            "token_budget": request.token_budget,
+            "embedder": self.embedder,
+        }
+
+    # -- steps --------------------------------------------------------------------------
+
+    def _embedder(self) -> Steps[Embedder]:
+        """The namespace's embedding model, resolved once (it may load a model: CPU work)."""
+        if self._model is None:
+            self._model = yield Compute(resolve_embedder, (self.embedder,))
+        return self._model
+
+    def _step(self, messages: Sequence[Mapping[str, Any]]) -> Steps[list[Message]]:
+        live = [dict(m) for m in messages]
+        self.round += 1
+        self._generation_rounds += 1
+        if self._since_probe is not None:
+            self._since_probe += 1
+        if self.policy == "none":
+            return live
+        tokens = self.counter.messages(live)
+        if rules.backstop_fires(tokens, self.backstop):
+            return (yield from self._compact(live, "backstop", tokens))
+        if self.policy in ("fixed", "delete_all", "keep_last"):
+            if rules.fixed_fires(tokens, self.fixed_threshold):
+                return (yield from self._compact(live, "fixed", tokens))
+            return live
+        if self.policy == "free_tool":
+            return (yield from self._compact(live, "tool", tokens)) if self._asked_to_compact(live) else live
+        return (yield from self._probe(live, tokens))
+
+    def _compact_now(self, messages: Sequence[Mapping[str, Any]], reason: str) -> Steps[list[Message]]:
+        if reason not in REASONS:
+            raise InputError(f"reason must be one of {', '.join(REASONS)}, got {reason!r}")
+        live = [dict(m) for m in messages]
+        return (yield from self._compact(live, reason, self.counter.messages(live)))
+
+    def _recall(
+        self, note_ids: Sequence[str] | None, query: str | None, limit: int, token_budget: int | None
+    ) -> Steps[list[RecalledNote]]:
+        if not note_ids and not query:
+            raise InputError("recall needs note_ids or a query")
+        whole("limit", limit, 1, 50)
+        identifiers = [self._refs.get(i.strip("[]#"), i) for i in note_ids or ()]
+        found = yield from fetch_notes_steps(self.namespace, identifiers)
+        if query:
+            evidence: Pack = yield Call(PackFor(query, limit, token_budget))
+            seen = {n.note_id for n in found}
+            found += self.fit(
+                [
+                    RecalledNote(i.note_id, i.text, i.family, i.context, {})
+                    for i in evidence.items
+                    if i.note_id not in seen
+                ],
+                token_budget,
+            )
+        return found
+
+    def _tool_call(self, tool_call: Mapping[str, Any]) -> Steps[Message]:
+        function = tool_call.get("function") or {}
+        name = function.get("name")
+        try:
+            arguments = json.loads(function.get("arguments") or "{}")
+        except json.JSONDecodeError as exc:
+            raise InputError(f"tool call arguments must be JSON, got {function.get('arguments')!r}") from exc
+        if name == "recall":
+            notes = yield from self._recall(arguments.get("note_ids"), arguments.get("query"), 5, None)
+            content = self.render(notes) or "No archived note matches."
+        elif name == COMPACT_TOOL_NAME:
+            content = "The context will be compacted after this round."
+        else:
+            raise InputError(f"tool {name!r} is not a pgmem.compaction tool (recall, {COMPACT_TOOL_NAME})")
+        return {"role": "tool", "tool_call_id": tool_call.get("id", ""), "content": content}
+
+    def _probe(self, live: list[Message], tokens: int) -> Steps[list[Message]]:
         gate = rules.check_gates(
             self.gates,
             rules.GateState(
@@ -381,11 +367,11 @@ class Compactor:
         if not gate.open:
             return live
         probe = {"role": "user", "content": rules.build_probe(self.rubric)}
-        result = self.chat.complete([*live, probe], max_tokens=PROBE_MAX_TOKENS)
+        result: ChatResult = yield Call(Ask([*live, probe], PROBE_MAX_TOKENS))
         trajectory = "\n".join(render_message(m) for m in live)
         verdict = rules.parse_verdict(result.text, self.rubric, trajectory)
         self._since_probe = 0
-        self._write(
+        yield from self._write(
             "probe",
             fired=verdict.fire,
             reason="rubric" if verdict.fire else None,
@@ -399,7 +385,7 @@ class Compactor:
             "probe", verdict.fire, None, self.generation, self.round, tokens, verdict=verdict, hints=verdict.hints
         )
         if verdict.fire:
-            return self._compact(live, "rubric", tokens, gates=gate.values)
+            return (yield from self._compact(live, "rubric", tokens, gates=gate.values))
         if verdict.hints:
             return [*live, *({"role": "user", "content": hint} for hint in verdict.hints)]
         return live
@@ -408,7 +394,7 @@ class Compactor:
 
     def _compact(
         self, live: list[Message], reason: str, tokens_before: int, gates: Mapping[str, Any] | None = None
-    ) -> list[Message]:
+    ) -> Steps[list[Message]]:
         started = time.perf_counter()
         prefix, body = _split_prefix(live)
         task = next((render_message(m) for m in prefix if m.get("role") == "user"), "")
@@ -416,11 +402,11 @@ class Compactor:
         real = [(i, m) for i, m in enumerate(dropped) if m not in self._synthetic]
         archived: list[ArchivedMessage] = []
         if self.rebuild == "pgmem" and real:
-            archived, _ = archive_messages(
-                self.conn,
+            model = yield from self._embedder()
+            archived, _ = yield from archive_steps(
                 real,
                 namespace=self.namespace,
-                embedder=self.embedder,
+                embedder=model,
                 trajectory_id=self.trajectory_id,
                 generation=self.generation,
                 round_number=self.round,
@@ -429,15 +415,15 @@ class Compactor:
         summary = note_id = None
         citations: dict[str, Any] = {}
         usage = (0, 0)
-        model: str | None = None
+        chat_model: str | None = None
         if self.policy not in ("delete_all", "keep_last"):
-            summary, citations, usage, model = self._summarise(task, real, archived)
+            summary, citations, usage, chat_model = yield from self._summarise(task, real, archived)
         if summary is not None and self.rebuild == "pgmem":
-            note_id = self._write_summary(summary, citations, reason)
-        evidence = self._evidence(task, summary) if self.rebuild == "pgmem" else None
+            note_id = yield from self._write_summary(summary, citations, reason)
+        evidence = (yield from self._evidence(task, summary)) if self.rebuild == "pgmem" else None
         rebuilt = self._rebuild(prefix, summary, evidence, kept)
         tokens_after = self.counter.messages(rebuilt)
-        self._write(
+        yield from self._write(
             "compaction",
             fired=True,
             reason=reason,
@@ -447,7 +433,7 @@ class Compactor:
             tokens_before=tokens_before,
             tokens_after=tokens_after,
             summary_usage=usage,
-            model=model,
+            model=chat_model,
             latency_ms=(time.perf_counter() - started) * 1000.0,
             archived=sum(len(a.note_ids) for a in archived),
             summary_note_id=note_id,
@@ -476,7 +462,7 @@ class Compactor:
 
     def _summarise(
         self, task: str, dropped: Sequence[tuple[int, Message]], archived: Sequence[ArchivedMessage]
-    ) -> tuple[str, dict[str, Any], tuple[int, int], str]:
+    ) -> Steps[tuple[str, dict[str, Any], tuple[int, int], str]]:
         """The summary of the dropped messages; cited and checked when they were archived."""
         if self.rebuild == "pgmem":
             ids = [n for a in archived for n in a.note_ids]
@@ -492,7 +478,7 @@ class Compactor:
             refs = {}
             excerpt = [(None, f"{m.get('role')}: {render_message(m)}") for _, m in dropped]
         prompt = summary_prompt(task, excerpt, self.summary_max_tokens, previous=self._summary)
-        first = self.chat.complete(prompt, max_tokens=self.summary_max_tokens)
+        first: ChatResult = yield Call(Ask(prompt, self.summary_max_tokens))
         results = [first]
         text = first.text.strip()
         citations: dict[str, Any] = {}
@@ -500,9 +486,10 @@ class Compactor:
             check = check_citations(text, refs)
             rejected = list(check.invalid)
             if not check.ok:
-                again = self.chat.complete(
-                    [*prompt, {"role": "assistant", "content": text}, reask_message(check)],
-                    max_tokens=self.summary_max_tokens,
+                again: ChatResult = yield Call(
+                    Ask(
+                        [*prompt, {"role": "assistant", "content": text}, reask_message(check)], self.summary_max_tokens
+                    )
                 )
                 results.append(again)
                 text = again.text.strip()
@@ -518,7 +505,7 @@ class Compactor:
         usage = (sum(r.prompt_tokens for r in results), sum(r.completion_tokens for r in results))
         return text, citations, usage, results[-1].model
 
-    def _write_summary(self, summary: str, citations: Mapping[str, Any], reason: str) -> str | None:
+    def _write_summary(self, summary: str, citations: Mapping[str, Any], reason: str) -> Steps[str | None]:
         if not summary.strip():
             return None
         span = summary_span(
@@ -529,21 +516,16 @@ class Compactor:
             flagged=int(citations.get("flagged", 0)),
             reason=reason,
         )
-        return ingest(self.conn, [span], namespace=self.namespace, embedder=self.embedder).note_ids[0]
+        model = yield from self._embedder()
+        written = yield from write_spans([span], namespace=self.namespace, embedder=model)
+        return written.note_ids[0]
 
-    def _evidence(self, task: str, summary: str | None) -> str:
+    def _evidence(self, task: str, summary: str | None) -> Steps[str]:
         question = " ".join([task, *open_questions(summary or "")]).strip() or (summary or "")
         if not question.strip():
             return ""
-        items = pack(
-            self.conn,
-            question[:MAX_QUERY_CHARS],
-            namespace=self.namespace,
-            budget=self.pack_budget,
-            token_budget=self.pack_token_budget,
-            embedder=self.embedder,
-        ).items
-        return self.render(self.fit(items, self.pack_token_budget))
+        evidence: Pack = yield Call(PackFor(question[:MAX_QUERY_CHARS], self.pack_budget, self.pack_token_budget))
+        return self.render(self.fit(evidence.items, self.pack_token_budget))
 
     def _rebuild(
         self, prefix: list[Message], summary: str | None, evidence: str | None, kept: list[Message]
@@ -593,7 +575,7 @@ class Compactor:
         archived: int = 0,
         summary_note_id: str | None = None,
         citations: Mapping[str, Any] | None = None,
-    ) -> None:
+    ) -> Steps[None]:
         if not self.log:
             return
         row = {
@@ -623,4 +605,133 @@ class Compactor:
             "citations": Jsonb(dict(citations)) if citations else None,
         }
         with database_errors("log compaction telemetry"):
-            self.conn.execute(query("log_compaction_event"), row)
+            yield Execute(Statement("log compaction telemetry", "log_compaction_event", row))
+
+
+class Compactor(_Controller[psycopg.Connection[Any], ChatModel]):
+    """Keeps an agent's live context within budget; archives and explains every compaction.
+
+    Call :meth:`step` once per agent round with the whole live context; it returns the
+    context to send next (the same list, a rebuilt one, or the same plus a hint).
+
+    Parameters
+    ----------
+    conn : psycopg.Connection
+        A connection to a migrated database. Archive, summary note and telemetry are
+        written in its transaction (savepoints if one is open); pgmem never commits,
+        rolls back or closes it. On an autocommit connection each write is durable at once.
+    chat : ChatModel
+        Answers probes and writes summaries (e.g. :class:`OpenAIChat`).
+    namespace : str
+        Where archived notes, summaries and telemetry go (default ``"default"``).
+    policy : {"rubric", "fixed", "delete_all", "keep_last", "free_tool", "none"}
+        When to compact. ``rubric``: gates, then an evidence-checked rubric probe;
+        ``fixed``: at ``fixed_threshold`` tokens, with a summary; ``delete_all``: at the
+        threshold, drop everything after the task; ``keep_last``: at the threshold, keep
+        the last ``keep_last`` messages; ``free_tool``: when the model calls the
+        ``compact_context`` tool; ``none``: never. All but ``none`` also compact at the
+        backstop.
+    rebuild : {"pgmem", "reset"}
+        How. ``pgmem``: archive dropped messages as notes, cited summary, evidence pack
+        from :func:`pgmem.pack`; ``reset``: a plain summary, nothing archived.
+    context_window : int
+        The model's context window in tokens, >= 1.
+    backstop_fraction : float
+        The backstop, as a share of ``context_window``, in (0, 1] (default 0.3).
+    rubric : {"search", "reasoning"} or Rubric
+        The rubric of the ``rubric`` policy (default ``search``).
+    gates : Gates, optional
+        Probe gates (default: ``Gates()``). A ``min_prompt_tokens`` at or above the
+        backstop is refused with :class:`pgmem.ConfigurationError`.
+    fixed_threshold : int, optional
+        Tokens at which the threshold baselines compact (default 0.8 of the backstop).
+    keep_last : int
+        Messages ``keep_last`` keeps, >= 1 (default 6).
+    summary_max_tokens : int
+        Cap on summary tokens, >= 16 (default 1024).
+    pack_budget, pack_token_budget : int, optional
+        Notes (default 8) and tokens (default none) of the rebuild's evidence pack.
+    trajectory_id : str, optional
+        Names this trajectory in notes and telemetry (default: a new UUID).
+    embedder : Embedder or str, optional
+        The namespace's embedding model (see :func:`pgmem.ingest`).
+    counter : TokenCounter, optional
+        Counts prompt tokens (default: the documented estimate).
+    log : bool
+        Write telemetry rows to ``pgmem.compaction_log`` (default True).
+    """
+
+    def step(self, messages: Sequence[Mapping[str, Any]]) -> list[Message]:
+        """One agent round: maybe probe, maybe compact; return the live context to send next."""
+        return self._drive(self._step(messages))
+
+    def compact(self, messages: Sequence[Mapping[str, Any]], reason: str = "manual") -> list[Message]:
+        """Compact now, whatever the policy says; return the rebuilt live context."""
+        return self._drive(self._compact_now(messages, reason))
+
+    def recall(
+        self,
+        note_ids: Sequence[str] | None = None,
+        query: str | None = None,
+        limit: int = 5,
+        token_budget: int | None = None,
+    ) -> list[RecalledNote]:
+        """Reopen archived notes by id (full or a ``[#ref]`` citation) and/or by query.
+
+        A query is answered with :func:`pgmem.pack` over the namespace: at most ``limit``
+        notes (1-50) and, if given, ``token_budget`` tokens.
+        """
+        return self._drive(self._recall(note_ids, query, limit, token_budget))
+
+    def handle_tool_call(self, tool_call: Mapping[str, Any]) -> Message:
+        """The ``tool`` message answering one of :attr:`tools`' calls (``recall`` or ``compact_context``)."""
+        return self._drive(self._tool_call(tool_call))
+
+    def _drive(self, steps: Steps[_T]) -> _T:
+        return drive(self.conn, steps, self._handle)
+
+    def _handle(self, request: Ask | PackFor) -> ChatResult | Pack:
+        if isinstance(request, Ask):
+            return self.chat.complete(request.messages, max_tokens=request.max_tokens)
+        return pack(self.conn, request.question, **self._pack_arguments(request))
+
+
+class AsyncCompactor(_Controller[psycopg.AsyncConnection[Any], AsyncChatModel]):
+    """:class:`Compactor` for asyncio agents: the same parameters, decisions and
+    telemetry rows, on a ``psycopg.AsyncConnection`` (any row factory, inside the
+    caller's transaction or not) with an :class:`AsyncChatModel` (e.g.
+    :class:`~pgmem.compaction.AsyncOpenAIChat`). :meth:`step`, :meth:`compact`,
+    :meth:`recall` and :meth:`handle_tool_call` are awaited; :attr:`tools`,
+    :meth:`render` and :meth:`fit` are the same plain members. Embedding runs in a
+    worker thread, so the event loop keeps serving other tasks meanwhile.
+    """
+
+    async def step(self, messages: Sequence[Mapping[str, Any]]) -> list[Message]:
+        """One agent round: maybe probe, maybe compact; return the live context to send next."""
+        return await self._drive(self._step(messages))
+
+    async def compact(self, messages: Sequence[Mapping[str, Any]], reason: str = "manual") -> list[Message]:
+        """Compact now, whatever the policy says; return the rebuilt live context."""
+        return await self._drive(self._compact_now(messages, reason))
+
+    async def recall(
+        self,
+        note_ids: Sequence[str] | None = None,
+        query: str | None = None,
+        limit: int = 5,
+        token_budget: int | None = None,
+    ) -> list[RecalledNote]:
+        """Reopen archived notes by id and/or by query (:meth:`Compactor.recall`, awaited)."""
+        return await self._drive(self._recall(note_ids, query, limit, token_budget))
+
+    async def handle_tool_call(self, tool_call: Mapping[str, Any]) -> Message:
+        """The ``tool`` message answering one of :attr:`tools`' calls (``recall`` or ``compact_context``)."""
+        return await self._drive(self._tool_call(tool_call))
+
+    async def _drive(self, steps: Steps[_T]) -> _T:
+        return await drive_async(self.conn, steps, self._handle)
+
+    async def _handle(self, request: Ask | PackFor) -> ChatResult | Pack:
+        if isinstance(request, Ask):
+            return await self.chat.complete(request.messages, max_tokens=request.max_tokens)
+        return await aio.pack(self.conn, request.question, **self._pack_arguments(request))

@@ -14,7 +14,7 @@ so the generator's ``database_errors`` blocks translate it as in straight-line c
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Awaitable, Callable, Generator, Iterable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -66,11 +66,29 @@ class Compute:
     arguments: tuple[Any, ...] = ()
 
 
-Step = Fetch | Execute | Copy | Begin | Commit | Compute
+@dataclass(frozen=True)
+class Call:
+    """Work outside the connection that the operation's owner supplies (a chat model
+    call, a nested pgmem operation): handed to the driver's ``handle``, which the
+    async driver awaits."""
+
+    request: Any
+
+
+Step = Fetch | Execute | Copy | Begin | Commit | Compute | Call
 Steps = Generator[Step, Any, T]
 
 
-def _perform(conn: psycopg.Connection[Any], step: Step, blocks: list[AbstractContextManager[Any]]) -> Any:
+def _no_handler(request: Any) -> Any:
+    raise TypeError(f"this driver has no handler for the call {request!r}")
+
+
+def _perform(
+    conn: psycopg.Connection[Any],
+    step: Step,
+    blocks: list[AbstractContextManager[Any]],
+    handle: Callable[[Any], Any],
+) -> Any:
     if isinstance(step, Fetch):
         return run(conn, step.statement.name, step.statement.params or None).fetchall()
     if isinstance(step, Execute):
@@ -90,11 +108,16 @@ def _perform(conn: psycopg.Connection[Any], step: Step, blocks: list[AbstractCon
     if isinstance(step, Commit):
         blocks.pop().__exit__(None, None, None)
         return None
+    if isinstance(step, Call):
+        return handle(step.request)
     return step.function(*step.arguments)
 
 
-def drive(conn: psycopg.Connection[Any], steps: Steps[T]) -> T:
-    """Run ``steps`` on a sync connection and return the generator's result."""
+def drive(conn: psycopg.Connection[Any], steps: Steps[T], handle: Callable[[Any], Any] = _no_handler) -> T:
+    """Run ``steps`` on a sync connection and return the generator's result.
+
+    ``handle`` answers the :class:`Call` steps (their ``request``).
+    """
     blocks: list[AbstractContextManager[Any]] = []
     result: Any = None
     error: BaseException | None = None
@@ -110,13 +133,20 @@ def drive(conn: psycopg.Connection[Any], steps: Steps[T]) -> T:
             raise
         result, error = None, None
         try:
-            result = _perform(conn, step, blocks)
+            result = _perform(conn, step, blocks, handle)
         except BaseException as exc:  # cancellation too: the generator's blocks must unwind
             error = exc
 
 
+async def _no_async_handler(request: Any) -> Any:
+    raise TypeError(f"this driver has no handler for the call {request!r}")
+
+
 async def _perform_async(
-    conn: psycopg.AsyncConnection[Any], step: Step, blocks: list[AbstractAsyncContextManager[Any]]
+    conn: psycopg.AsyncConnection[Any],
+    step: Step,
+    blocks: list[AbstractAsyncContextManager[Any]],
+    handle: Callable[[Any], Awaitable[Any]],
 ) -> Any:
     if isinstance(step, Fetch):
         cursor = await run_async(conn, step.statement.name, step.statement.params or None)
@@ -137,11 +167,20 @@ async def _perform_async(
     if isinstance(step, Commit):
         await blocks.pop().__aexit__(None, None, None)
         return None
+    if isinstance(step, Call):
+        return await handle(step.request)
     return await asyncio.to_thread(step.function, *step.arguments)
 
 
-async def drive_async(conn: psycopg.AsyncConnection[Any], steps: Steps[T]) -> T:
-    """Run ``steps`` on an async connection and return the generator's result."""
+async def drive_async(
+    conn: psycopg.AsyncConnection[Any],
+    steps: Steps[T],
+    handle: Callable[[Any], Awaitable[Any]] = _no_async_handler,
+) -> T:
+    """Run ``steps`` on an async connection and return the generator's result.
+
+    ``handle`` answers the :class:`Call` steps (their ``request``), awaited.
+    """
     blocks: list[AbstractAsyncContextManager[Any]] = []
     result: Any = None
     error: BaseException | None = None
@@ -156,6 +195,6 @@ async def drive_async(conn: psycopg.AsyncConnection[Any], steps: Steps[T]) -> T:
             raise
         result, error = None, None
         try:
-            result = await _perform_async(conn, step, blocks)
+            result = await _perform_async(conn, step, blocks, handle)
         except BaseException as exc:  # cancellation too: the generator's blocks must unwind
             error = exc

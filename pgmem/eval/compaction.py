@@ -39,13 +39,13 @@ from typing import Any
 import psycopg
 
 from pgmem.api import ingest, pack
-from pgmem.compaction.archive import fetch_notes, message_key, render_message
+from pgmem.compaction.archive import archived_lookup, fetch_notes, message_digest, render_message
 from pgmem.compaction.chat import ChatModel, ChatResult
 from pgmem.compaction.controller import Compactor
 from pgmem.compaction.policy import PROBE_OPENING, SEARCH_RUBRIC, Gates
 from pgmem.compaction.summary import OPEN_QUESTIONS, cite_sentences
 from pgmem.compaction.tokens import TokenCounter
-from pgmem.db.queries import query
+from pgmem.db.queries import fetch
 from pgmem.embeddings import Embedder
 from pgmem.errors import ConfigurationError
 from pgmem.eval.datasets import EvalCorpus, EvalQuestion
@@ -439,15 +439,14 @@ def _check_archive(
     tally: _Tally,
 ) -> None:
     """Every dropped message is recovered by id with its exact text (all of them, not a sample)."""
-    dropped = [m for m in appended if m not in live and render_message(m).strip()]
-    keys = {message_key(tid, m): m for m in dropped}
-    rows = conn.execute(query("notes_of_documents"), {"namespace": namespace, "document_ids": list(keys)}).fetchall()
+    dropped = {message_digest(m): m for m in appended if m not in live and render_message(m).strip()}
     ids_of: dict[str, list[str]] = {}
-    for document_id, note_id in rows:
-        ids_of.setdefault(document_id, []).append(str(note_id))
-    tally.dropped += len(keys)
-    for key, message in keys.items():
-        notes = fetch_notes(conn, namespace, ids_of.get(key, []))
+    for row in fetch(conn, archived_lookup(namespace, tid, list(dropped))):
+        if row["note_id"] is not None:
+            ids_of.setdefault(str(row["digest"]), []).append(str(row["note_id"]))
+    tally.dropped += len(dropped)
+    for digest, message in dropped.items():
+        notes = fetch_notes(conn, namespace, ids_of.get(digest, []))
         if " ".join(n.text for n in notes).split() == render_message(message).split():
             tally.recovered += 1
 
