@@ -120,9 +120,6 @@ def test_evaluation_plots_without_the_eval_extra_say_which_extra() -> None:
 
 
 def test_python_dash_m_runs_the_same_command_line() -> None:
-    import subprocess
-    import sys
-
     done = subprocess.run([sys.executable, "-m", "pgmem", "--help"], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert "eval-compaction" in done.stdout
