@@ -252,7 +252,17 @@ def test_the_bound_and_the_candidate_search_read_only_their_namespace() -> None:
     assert seen == ["lexeme_postings"] and unrouted == []
     start = text.index("CREATE OR REPLACE FUNCTION pgmem.stage_one_v1(")
     body = text[start : text.index("$function$;", start)]
-    match = re.search(r"EXECUTE format\(\$candidates\$(.*?)\$candidates\$", body, flags=re.DOTALL)
-    assert match is not None
-    seen, unrouted = _unrouted_tables(match.group(1).replace("%1$s", "TRUE").replace("%2$s", "vector"))
-    assert set(seen) == {"notes"} and len(seen) >= 6 and unrouted == []
+    ranked = re.search(r"\$ranked\$(.*?)\$ranked\$", body, flags=re.DOTALL)
+    candidates = re.search(r"EXECUTE format\(\$candidates\$(.*?)\$candidates\$", body, flags=re.DOTALL)
+    lexical = re.findall(r"\$lexical\$(.*?)\$lexical\$", body, flags=re.DOTALL)
+    assert ranked is not None and candidates is not None and len(lexical) == 3
+    # format() arguments: the row filter (model, roles, compiled filter), the vector type,
+    # the lexical search (kept notes, screened notes: the ranked search with its condition).
+    kept = ranked.group(1).replace("%2$s", "n.note_id = ANY ($3)")
+    screened = ranked.group(1).replace("%2$s", "n.lexemes @@ $4")
+    for search in lexical:
+        statement = candidates.group(1).replace("%3$s", search.replace("%1$s", kept).replace("%2$s", screened))
+        statement = statement.replace("%1$s", "TRUE").replace("%2$s", "vector")
+        assert not re.search(r"%\d\$", statement)
+        seen, unrouted = _unrouted_tables(statement)
+        assert set(seen) == {"notes"} and len(seen) >= 6 and unrouted == []

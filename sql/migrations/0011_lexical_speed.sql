@@ -228,6 +228,9 @@ DECLARE
     -- Which notes may be candidates: the namespace's model, the caller's roles and
     -- metadata filter (compiled from its allowlisted tree; it reads its values from $2).
     v_row_filter text;
+    -- The lexical top-k search (SQL text, see step 3).
+    v_ranked text;
+    v_lexical text;
     v_candidates uuid[];
     v_cosines double precision[];
 BEGIN
@@ -301,42 +304,45 @@ BEGIN
         'n.model_id = %s AND (($2 ->> ''roles'') IS NULL OR n.role = ANY (($2 ->> ''roles'')::text[])) AND (%s)',
         v_model.model_id,
         CASE WHEN filter IS NULL THEN 'true' ELSE pgmem.compile_filter_v1(filter, '$2', ARRAY['filter']) END);
-    EXECUTE format($candidates$
-    WITH
-    -- The lexical top k among the kept notes; it is the top k of all screened notes when
-    -- at least k of them reach the floor (no note left out can), or none was left out.
-    lexical_kept AS MATERIALIZED (
+    -- The lexical top k (by pgmem.bm25_v1, best first), by the cheapest search that returns
+    -- it: among the kept notes alone when no role or metadata filter can remove any (every
+    -- note of a namespace is its model's); among the kept notes, checked against the
+    -- floor, with the search of every screened note as the fallback when the filter
+    -- removed too many; the search of every screened note when there is no bound.
+    v_ranked := $ranked$
         SELECT n.note_id, score.bm25
         FROM pgmem.notes AS n
         CROSS JOIN LATERAL pgmem.bm25_v1(n.lexemes, n.lexeme_count, ($2 ->> 'terms')::text[],
                                          ($2 ->> 'idf')::float8[], ($2 ->> 'bm25_k1')::float8,
                                          ($2 ->> 'bm25_b')::float8, ($2 ->> 'average_length')::float8) AS score
-        WHERE n.namespace = $1 AND n.note_id = ANY (($2 ->> 'lexical_kept')::uuid[]) AND %1$s
+        WHERE n.namespace = $1 AND %2$s AND %1$s
         ORDER BY score.bm25 DESC, n.note_id
         LIMIT ($2 ->> 'k_lex')::integer
-    ),
+    $ranked$;
+    v_lexical := format(
+        CASE
+            WHEN v_lexical_kept IS NULL THEN $lexical$
+    lexical AS (%2$s),$lexical$
+            WHEN roles IS NULL AND filter IS NULL THEN $lexical$
+    lexical AS (%1$s),$lexical$
+            ELSE $lexical$
+    lexical_kept AS MATERIALIZED (%1$s),
     lexical_bound AS (
-        SELECT ($2 ->> 'lexical_kept') IS NOT NULL
-               AND (($2 ->> 'lexical_floor') IS NULL OR count(*) >= ($2 ->> 'k_lex')::integer) AS held
+        SELECT ($2 ->> 'lexical_floor') IS NULL OR count(*) >= ($2 ->> 'k_lex')::integer AS held
         FROM lexical_kept AS k
         WHERE k.bm25 >= ($2 ->> 'lexical_floor')::float8 OR ($2 ->> 'lexical_floor') IS NULL
     ),
-    -- Otherwise (no bound, or the row filter removed too many kept notes) every screened
-    -- note is scored.
     lexical AS (
         (SELECT k.note_id FROM lexical_kept AS k WHERE (SELECT b.held FROM lexical_bound AS b))
         UNION ALL
-        (SELECT n.note_id
-        FROM pgmem.notes AS n
-        CROSS JOIN LATERAL pgmem.bm25_v1(n.lexemes, n.lexeme_count, ($2 ->> 'terms')::text[],
-                                         ($2 ->> 'idf')::float8[], ($2 ->> 'bm25_k1')::float8,
-                                         ($2 ->> 'bm25_b')::float8, ($2 ->> 'average_length')::float8) AS score
-        WHERE NOT (SELECT b.held FROM lexical_bound AS b)
-          AND ($2 ->> 'k_lex')::integer > 0 AND n.namespace = $1
-          AND n.lexemes @@ ($2 ->> 'screen')::tsquery AND %1$s
-        ORDER BY score.bm25 DESC, n.note_id
-        LIMIT ($2 ->> 'k_lex')::integer)
-    ),
+        (SELECT s.note_id FROM (%2$s) AS s WHERE NOT (SELECT b.held FROM lexical_bound AS b))
+    ),$lexical$
+        END,
+        format(v_ranked, v_row_filter, $$n.note_id = ANY (($2 ->> 'lexical_kept')::uuid[])$$),
+        format(v_ranked, v_row_filter,
+               $$($2 ->> 'k_lex')::integer > 0 AND n.lexemes @@ ($2 ->> 'screen')::tsquery$$));
+    EXECUTE format($candidates$
+    WITH %3$s
     dense AS MATERIALIZED (
         SELECT n.note_id
         FROM pgmem.notes AS n
@@ -380,7 +386,7 @@ BEGIN
       AND n.note_id = ANY (ARRAY(SELECT d.note_id FROM dense AS d
                                  UNION SELECT l.note_id FROM lexical AS l
                                  UNION SELECT nb.note_id FROM neighbours AS nb))
-    $candidates$, v_row_filter, v_vector_type)
+    $candidates$, v_row_filter, v_vector_type, v_lexical)
     INTO v_candidates, v_cosines
     USING p_namespace, jsonb_build_object(
         'query_embedding', p_query_embedding::text,
