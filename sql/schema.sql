@@ -2438,33 +2438,39 @@ CREATE TRIGGER notes_unpost_deleted AFTER DELETE ON pgmem.notes
 REVOKE ALL ON FUNCTION pgmem.post_new_notes_v1, pgmem.unpost_deleted_notes_v1 FROM PUBLIC;
 
 -- Which notes holding any of the screen terms can be among the k best by BM25 over all
--- the query terms, read from the screen terms' postings alone (an index-only scan, no
--- note visited). Each note's BM25 over the screen terms is a lower bound of its score;
--- the k-th best of those bounds the k-th best score from below, so a note whose partial
--- score plus other_bound (the most the query terms outside the screen can add) stays
--- below it, by more than any rounding, is not among the k best. kept_notes: the others;
--- score_floor: a score at least k notes reach, and no note left out does (NULL when
--- none was left out). The bound assumes every screened note may be ranked: a caller
--- filtering notes checks that k of the kept ones it ranks still reach score_floor. No
--- row when the BM25 parameters leave terms unbounded (k1 < 0, b outside [0, 1]).
+-- the query terms, read from postings alone (index-only scans, no note visited). Each
+-- note's BM25 over the screen terms (its partial score) is a lower bound of its score,
+-- and the other terms add less than other_bound = sum(other_idf) * (k1 + 1). The best
+-- 2k partial scores are completed with the other terms' postings of those notes: the
+-- k-th best of these exact scores is at most the k-th best score of all, so a note
+-- whose partial score plus other_bound stays below it, by more than any rounding, is
+-- not among the k best. kept_notes: the others; score_floor: a score at least k notes
+-- reach, and no note left out does (NULL when none was left out); screened_notes: how
+-- many notes hold a screen term. The bound assumes
+-- every screened note may be ranked: a caller filtering notes checks that k of the kept
+-- ones it ranks still reach score_floor. No row when the BM25 parameters leave a term's
+-- share unbounded (k1 < 0, b outside [0, 1]).
 --
---   SELECT * FROM pgmem.lexical_bound_v1('default', '{launch,code}', '{5.1,3.2}', 2.4, 50,
---                                        1.2, 0.75, 11.5);
+--   SELECT * FROM pgmem.lexical_bound_v1('default', '{launch,code}', '{5.1,3.2}', '{secret}', '{1.3}',
+--                                        50, 1.2, 0.75, 11.5);
 CREATE FUNCTION pgmem.lexical_bound_v1(
     p_namespace text,
     terms text[],
     idf double precision[],
-    other_bound double precision,
+    other_terms text[],
+    other_idf double precision[],
     k integer,
     k1 double precision,
     b double precision,
     average_length double precision
-) RETURNS TABLE (kept_notes uuid[], score_floor double precision)
+) RETURNS TABLE (kept_notes uuid[], score_floor double precision, screened_notes integer)
     LANGUAGE plpgsql STABLE
     AS $function$
 #variable_conflict use_column
+DECLARE
+    v_other_bound double precision := (SELECT coalesce(sum(o), 0) FROM unnest(other_idf) AS o) * (k1 + 1);
 BEGIN
-    IF k < 1 OR k1 < 0 OR b < 0 OR b > 1 OR other_bound IS NULL THEN
+    IF k < 1 OR k1 < 0 OR b < 0 OR b > 1 THEN
         RETURN;
     END IF;
     RETURN QUERY
@@ -2476,13 +2482,23 @@ BEGIN
         JOIN pgmem.lexeme_postings AS p ON p.namespace = p_namespace AND p.lexeme = q.lexeme
         GROUP BY p.note_id
     ),
+    completed AS (
+        SELECT l.score + coalesce((
+                   SELECT sum(pgmem.bm25_term_v1(q.idf, p.term_frequency, k1, b, p.lexeme_count, average_length))
+                   FROM unnest(other_terms, other_idf) AS q (lexeme, idf)
+                   JOIN pgmem.lexeme_postings AS p
+                       ON p.namespace = p_namespace AND p.lexeme = q.lexeme AND p.note_id = l.note_id
+               ), 0) AS score
+        FROM (SELECT s.note_id, s.score FROM partial AS s ORDER BY s.score DESC LIMIT 2 * k) AS l
+    ),
     kth AS (
-        SELECT t.score, 1e-9 * (abs(t.score) + other_bound + 1) AS rounding
-        FROM (SELECT (SELECT s.score FROM partial AS s ORDER BY s.score DESC LIMIT 1 OFFSET k - 1)) AS t (score)
+        SELECT t.score, 1e-9 * (abs(t.score) + v_other_bound + 1) AS rounding
+        FROM (SELECT (SELECT c.score FROM completed AS c ORDER BY c.score DESC LIMIT 1 OFFSET k - 1)) AS t (score)
     )
-    SELECT coalesce(array_agg(s.note_id) FILTER (WHERE s.note_id IS NOT NULL), '{}'), t.score - t.rounding
+    SELECT coalesce(array_agg(s.note_id) FILTER (WHERE s.note_id IS NOT NULL), '{}'), t.score - t.rounding,
+           (SELECT count(*)::integer FROM partial)
     FROM kth AS t
-    LEFT JOIN partial AS s ON t.score IS NULL OR s.score + other_bound >= t.score - 2 * t.rounding
+    LEFT JOIN partial AS s ON t.score IS NULL OR s.score + v_other_bound >= t.score - 2 * t.rounding
     GROUP BY t.score, t.rounding;
 END;
 $function$;
@@ -2576,13 +2592,14 @@ DECLARE
     v_screen tsquery;
     v_screen_terms text[];
     v_screen_idf double precision[];
-    -- The most the query terms outside the screen can add to a note's BM25 (each term
-    -- adds less than idf * (k1 + 1) when k1 >= 0 and 0 <= b <= 1).
-    v_other_bound double precision;
+    -- The query terms outside the screen (they count in every score, screen no note).
+    v_other_terms text[];
+    v_other_idf double precision[];
     -- The screened notes that can reach the lexical top k, and the score at least k of
     -- them must reach for that bound to hold (NULL: none was left out).
     v_lexical_kept uuid[];
     v_lexical_floor double precision;
+    v_lexical_screened integer;
     v_average_length double precision;
     v_entity_hints text[] := (SELECT coalesce(array_agg(DISTINCT lower(h)), '{}') FROM unnest(entity_hints) AS h);
     -- Which notes may be candidates: the namespace's model, the caller's roles and
@@ -2631,9 +2648,9 @@ BEGIN
                FILTER (WHERE t.position <= lex_max_terms AND t.postings <= lex_max_postings)::tsquery,
            array_agg(t.lexeme) FILTER (WHERE t.position <= lex_max_terms AND t.postings <= lex_max_postings),
            array_agg(t.idf) FILTER (WHERE t.position <= lex_max_terms AND t.postings <= lex_max_postings),
-           coalesce(sum(t.idf) FILTER (WHERE NOT (t.position <= lex_max_terms AND t.postings <= lex_max_postings)), 0)
-               * (bm25_k1 + 1)
-    INTO v_terms, v_idf, v_screen, v_screen_terms, v_screen_idf, v_other_bound
+           array_agg(t.lexeme) FILTER (WHERE NOT (t.position <= lex_max_terms AND t.postings <= lex_max_postings)),
+           array_agg(t.idf) FILTER (WHERE NOT (t.position <= lex_max_terms AND t.postings <= lex_max_postings))
+    INTO v_terms, v_idf, v_screen, v_screen_terms, v_screen_idf, v_other_terms, v_other_idf
     FROM (SELECT s.lexeme,
                  s.document_frequency AS df,
                  ln(1 + (v_model.note_count::float8 - s.document_frequency + 0.5) / (s.document_frequency + 0.5)) AS idf,
@@ -2648,9 +2665,16 @@ BEGIN
     -- terms' postings (static SQL in pgmem.lexical_bound_v1). It holds when no row filter
     -- removes notes above the bound; the candidate search checks that it held.
     IF k_lex > 0 AND v_screen IS NOT NULL THEN
-        SELECT l.kept_notes, l.score_floor INTO v_lexical_kept, v_lexical_floor
-        FROM pgmem.lexical_bound_v1(p_namespace, v_screen_terms, v_screen_idf, v_other_bound, k_lex, bm25_k1,
-                                    bm25_b, v_average_length) AS l;
+        SELECT l.kept_notes, l.score_floor, l.screened_notes INTO v_lexical_kept, v_lexical_floor, v_lexical_screened
+        FROM pgmem.lexical_bound_v1(p_namespace, v_screen_terms, v_screen_idf, coalesce(v_other_terms, '{}'),
+                                    coalesce(v_other_idf, '{}'), k_lex, bm25_k1, bm25_b, v_average_length) AS l;
+        -- Notes fetched by key cost more each than a bitmap scan of the screened ones:
+        -- when the bound leaves out less than half, the search of every screened note
+        -- (the same rows) is the cheaper one.
+        IF cardinality(v_lexical_kept) * 2 > v_lexical_screened THEN
+            v_lexical_kept := NULL;
+            v_lexical_floor := NULL;
+        END IF;
     END IF;
 
     -- 3. The candidates: dense top-k through the model's HNSW index, lexical top-k by

@@ -149,8 +149,8 @@ def test_the_bound_keeps_the_top_k_and_leaves_out_the_rest(journal: psycopg.Conn
         "SELECT lexeme_total::float8 / note_count AS average FROM pgmem.namespaces WHERE namespace = %s", (NAMESPACE,)
     ).fetchone()["average"]
     bound = journal.execute(
-        "SELECT * FROM pgmem.lexical_bound_v1(%s, %s, %s, %s, %s, %s, %s, %s)",
-        (NAMESPACE, screen, screen_idf, sum(other_idf) * (k1 + 1), k, k1, b, average),
+        "SELECT * FROM pgmem.lexical_bound_v1(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        (NAMESPACE, screen, screen_idf, others, other_idf, k, k1, b, average),
     ).fetchone()
     # Every screened note's exact BM25 over all the query terms, as stage one ranks them.
     scores = {
@@ -165,7 +165,9 @@ def test_the_bound_keeps_the_top_k_and_leaves_out_the_rest(journal: psycopg.Conn
     top = sorted(scores, key=lambda note: (-scores[note], str(note)))[:k]
     kept = set(bound["kept_notes"])
     assert set(top) <= kept
-    assert len(kept) < len(scores)  # the bound left notes out: the fast path is exercised
+    assert bound["screened_notes"] == len(scores)
+    # The bound leaves out more than half: stage one ranks the kept notes alone.
+    assert len(kept) * 2 < len(scores)
     assert all(scores[note] >= bound["score_floor"] for note in top)
     assert all(scores[note] < bound["score_floor"] for note in set(scores) - kept)
 
@@ -174,7 +176,7 @@ def test_the_bound_is_not_claimed_when_bm25_parameters_leave_it_open(journal: ps
     screen, screen_idf, _, _ = _terms(journal, 2)
     for k1, b in ((-0.5, 0.75), (1.2, 1.5)):
         rows = journal.execute(
-            "SELECT * FROM pgmem.lexical_bound_v1(%s, %s, %s, 1.0, 10, %s, %s, 10.0)",
+            "SELECT * FROM pgmem.lexical_bound_v1(%s, %s, %s, '{}', '{}', 10, %s, %s, 10.0)",
             (NAMESPACE, screen, screen_idf, k1, b),
         ).fetchall()
         assert rows == []
@@ -183,7 +185,7 @@ def test_the_bound_is_not_claimed_when_bm25_parameters_leave_it_open(journal: ps
 def test_fewer_screened_notes_than_k_are_all_kept(journal: psycopg.Connection[Any]) -> None:
     screen, screen_idf, _, _ = _terms(journal, 1)
     bound = journal.execute(
-        "SELECT * FROM pgmem.lexical_bound_v1(%s, %s, %s, 5.0, 1000, 1.2, 0.75, 10.0)",
+        "SELECT * FROM pgmem.lexical_bound_v1(%s, %s, %s, '{river}', '{0.2}', 1000, 1.2, 0.75, 10.0)",
         (NAMESPACE, screen, screen_idf),
     ).fetchone()
     holders = journal.execute(
@@ -216,9 +218,9 @@ def test_readers_and_writers_see_postings_of_their_namespace_only_and_never_writ
         assert reader.execute("SELECT count(*) FROM pgmem.lexeme_postings WHERE lexeme = 'vault'").fetchone() == (0,)
         # Asking for 'b' by name through the bound function reads nothing either.
         bound = reader.execute(
-            "SELECT * FROM pgmem.lexical_bound_v1('b', '{vault}', '{1.0}', 0, 1, 1.2, 0.75, 5.0)"
+            "SELECT * FROM pgmem.lexical_bound_v1('b', '{vault}', '{1.0}', '{}', '{}', 1, 1.2, 0.75, 5.0)"
         ).fetchone()
-        assert bound == ([], None)
+        assert bound == ([], None, 0)
         reader.execute("SET pgmem.namespace = 'b'")
         assert reader.execute("SELECT count(*) FROM pgmem.lexeme_postings").fetchone() == (0,)
     with as_role(dsn, roles["writer"], "a") as writer:
@@ -249,7 +251,7 @@ def test_the_bound_and_the_candidate_search_read_only_their_namespace() -> None:
     body = text[start : text.index("$function$;", start)]
     statement = body[body.index("    WITH\n") : body.index("GROUP BY t.score, t.rounding;")]
     seen, unrouted = _unrouted_tables(re.sub(r"\bp_namespace\b", "$1", statement))
-    assert seen == ["lexeme_postings"] and unrouted == []
+    assert seen == ["lexeme_postings", "lexeme_postings"] and unrouted == []
     start = text.index("CREATE OR REPLACE FUNCTION pgmem.stage_one_v1(")
     body = text[start : text.index("$function$;", start)]
     ranked = re.search(r"\$ranked\$(.*?)\$ranked\$", body, flags=re.DOTALL)
