@@ -131,9 +131,13 @@ BEGIN
                ), 0) AS score
         FROM (SELECT s.note_id, s.score FROM partial AS s ORDER BY s.score DESC LIMIT 2 * k) AS l
     ),
-    kth AS (
+    -- Each computed once (a subquery read in several places is otherwise run in each).
+    kth_score AS MATERIALIZED (
+        SELECT c.score FROM completed AS c ORDER BY c.score DESC LIMIT 1 OFFSET k - 1
+    ),
+    kth AS MATERIALIZED (
         SELECT t.score, 1e-9 * (abs(t.score) + v_other_bound + 1) AS rounding
-        FROM (SELECT (SELECT c.score FROM completed AS c ORDER BY c.score DESC LIMIT 1 OFFSET k - 1)) AS t (score)
+        FROM (SELECT (SELECT s.score FROM kth_score AS s)) AS t (score)
     )
     SELECT coalesce(array_agg(s.note_id) FILTER (WHERE s.note_id IS NOT NULL), '{}'), t.score - t.rounding,
            (SELECT count(*)::integer FROM partial)
