@@ -2604,6 +2604,10 @@ DECLARE
     v_lexical_kept uuid[];
     v_lexical_floor double precision;
     v_lexical_screened integer;
+    -- The postings of the query terms outside the screen (their summed df).
+    v_other_postings bigint;
+    -- The lexical top k itself, best first, when it was ranked from postings alone.
+    v_lexical_top uuid[];
     v_average_length double precision;
     v_entity_hints text[] := (SELECT coalesce(array_agg(DISTINCT lower(h)), '{}') FROM unnest(entity_hints) AS h);
     -- Which notes may be candidates: the namespace's model, the caller's roles and
@@ -2653,8 +2657,9 @@ BEGIN
            array_agg(t.lexeme) FILTER (WHERE t.position <= lex_max_terms AND t.postings <= lex_max_postings),
            array_agg(t.idf) FILTER (WHERE t.position <= lex_max_terms AND t.postings <= lex_max_postings),
            array_agg(t.lexeme) FILTER (WHERE NOT (t.position <= lex_max_terms AND t.postings <= lex_max_postings)),
-           array_agg(t.idf) FILTER (WHERE NOT (t.position <= lex_max_terms AND t.postings <= lex_max_postings))
-    INTO v_terms, v_idf, v_screen, v_screen_terms, v_screen_idf, v_other_terms, v_other_idf
+           array_agg(t.idf) FILTER (WHERE NOT (t.position <= lex_max_terms AND t.postings <= lex_max_postings)),
+           coalesce(sum(t.df) FILTER (WHERE NOT (t.position <= lex_max_terms AND t.postings <= lex_max_postings)), 0)
+    INTO v_terms, v_idf, v_screen, v_screen_terms, v_screen_idf, v_other_terms, v_other_idf, v_other_postings
     FROM (SELECT s.lexeme,
                  s.document_frequency AS df,
                  ln(1 + (v_model.note_count::float8 - s.document_frequency + 0.5) / (s.document_frequency + 0.5)) AS idf,
@@ -2678,6 +2683,24 @@ BEGIN
         IF cardinality(v_lexical_kept) * 2 > v_lexical_screened THEN
             v_lexical_kept := NULL;
             v_lexical_floor := NULL;
+            -- Without a role or metadata filter the top k can be ranked from the postings
+            -- of every query term, no note visited, when the other terms' postings are
+            -- few enough (an index tuple read costs a fraction of a note's visit). The
+            -- scores are bm25_v1's bit for bit: the same terms summed in the same order
+            -- (a tsvector's lexemes are in byte order, COLLATE "C").
+            IF roles IS NULL AND filter IS NULL AND v_other_postings <= 4 * v_lexical_screened THEN
+                SELECT array_agg(s.note_id ORDER BY s.score DESC, s.note_id)
+                INTO v_lexical_top
+                FROM (SELECT p.note_id,
+                             sum(pgmem.bm25_term_v1(q.idf, p.term_frequency, bm25_k1, bm25_b, p.lexeme_count,
+                                                    v_average_length) ORDER BY p.lexeme COLLATE "C") AS score
+                      FROM unnest(v_terms, v_idf) AS q (lexeme, idf)
+                      JOIN pgmem.lexeme_postings AS p ON p.namespace = p_namespace AND p.lexeme = q.lexeme
+                      GROUP BY p.note_id
+                      HAVING bool_or(p.lexeme = ANY (v_screen_terms))
+                      ORDER BY score DESC, p.note_id
+                      LIMIT k_lex) AS s;
+            END IF;
         END IF;
     END IF;
 
@@ -2709,6 +2732,9 @@ BEGIN
     $ranked$;
     v_lexical := format(
         CASE
+            WHEN v_lexical_top IS NOT NULL THEN $lexical$
+    lexical AS (SELECT t.note_id FROM unnest(($2 ->> 'lexical_top')::uuid[]) WITH ORDINALITY AS t (note_id, rank)
+                ORDER BY t.rank),$lexical$
             WHEN v_lexical_kept IS NULL THEN $lexical$
     lexical AS (%2$s),$lexical$
             WHEN roles IS NULL AND filter IS NULL THEN $lexical$
@@ -2782,7 +2808,8 @@ BEGIN
         'roles', roles::text, 'filter', filter, 'screen', v_screen::text,
         'terms', v_terms::text, 'idf', v_idf::text, 'bm25_k1', bm25_k1::text, 'bm25_b', bm25_b::text,
         'average_length', v_average_length::text,
-        'lexical_kept', v_lexical_kept::text, 'lexical_floor', v_lexical_floor::text);
+        'lexical_kept', v_lexical_kept::text, 'lexical_floor', v_lexical_floor::text,
+        'lexical_top', v_lexical_top::text);
 
     IF v_iterative THEN
         PERFORM set_config('hnsw.iterative_scan', coalesce(v_previous_scan, 'off'), true);

@@ -97,6 +97,9 @@ def journal(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> psycopg.
         (None, None, pgmem.StageOneParams(k_lex=5, lex_max_terms=2, bm25_k1=2.0, bm25_b=1.0)),
         (None, None, pgmem.StageOneParams(k_lex=20, lex_max_postings=100, bm25_k1=0.0, bm25_b=0.0)),
         (None, None, pgmem.StageOneParams()),
+        # The bound keeps most screened notes: the top k is ranked from the postings alone.
+        (None, None, pgmem.StageOneParams(k_lex=50, lex_max_postings=200)),
+        (None, None, pgmem.StageOneParams(k_lex=80, lex_max_terms=3)),
         # Filters that remove kept notes: the bound may not hold, and every screened note is ranked.
         ("metadata->>'half' = '1'", None, pgmem.StageOneParams(k_lex=10, lex_max_postings=200)),
         (None, ("procedure",), pgmem.StageOneParams(k_lex=10, lex_max_postings=200)),
@@ -257,7 +260,7 @@ def test_the_bound_and_the_candidate_search_read_only_their_namespace() -> None:
     ranked = re.search(r"\$ranked\$(.*?)\$ranked\$", body, flags=re.DOTALL)
     candidates = re.search(r"EXECUTE format\(\$candidates\$(.*?)\$candidates\$", body, flags=re.DOTALL)
     lexical = re.findall(r"\$lexical\$(.*?)\$lexical\$", body, flags=re.DOTALL)
-    assert ranked is not None and candidates is not None and len(lexical) == 3
+    assert ranked is not None and candidates is not None and len(lexical) == 4
     # format() arguments: the row filter (model, roles, compiled filter), the vector type,
     # the lexical search (kept notes, screened notes: the ranked search with its condition).
     kept = ranked.group(1).replace("%2$s", "n.note_id = ANY ($3)")
