@@ -8,9 +8,9 @@ into temporary functions (``pg_temp``, this session only) that report on themsel
   sql/migrations/0001_initial.sql), planning time included;
 * ``candidates``: the same for the candidate search of the function as migration
   ``--migration`` defined it (0011, the current one, by default; or 0008);
-* ``steps``: that function with the time of each step (query terms, lexical bound
-  from 0011 on, candidate search, scoring) raised as notices; p50 / p95 per step are
-  printed.
+* ``steps``: that function with the time of each step (query terms, the lexical
+  step from postings from 0011 on, candidate search, scoring) raised as notices; p50 /
+  p95 per step are printed.
 
     .venv/bin/python benchmarks/profile_stage_one.py --home DIR --namespace scale \
         --mode before|candidates|steps [--migration 0011|0008] [--questions 20] [--embedder hashing:384]
@@ -72,8 +72,8 @@ def _timed(body: str) -> str:
     for marker, name in (
         ("    -- 1. The query terms", "setup"),
         ("    -- 2. The candidates:", "terms"),
-        ("    -- 2. Which screened notes", "terms"),
-        ("    -- 3. The candidates:", "bound"),
+        ("    -- 2. The lexical top k from postings", "terms"),
+        ("    -- 3. The candidates:", "lexical"),
         ("    IF v_iterative THEN\n        PERFORM set_config('hnsw.iterative_scan', coalesce", "candidates"),
     ):
         body = body.replace(marker, STEP.format(name=name) + marker, 1)

@@ -97,9 +97,11 @@ def journal(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> psycopg.
         (None, None, pgmem.StageOneParams(k_lex=5, lex_max_terms=2, bm25_k1=2.0, bm25_b=1.0)),
         (None, None, pgmem.StageOneParams(k_lex=20, lex_max_postings=100, bm25_k1=0.0, bm25_b=0.0)),
         (None, None, pgmem.StageOneParams()),
-        # The bound keeps most screened notes: the top k is ranked from the postings alone.
         (None, None, pgmem.StageOneParams(k_lex=50, lex_max_postings=200)),
         (None, None, pgmem.StageOneParams(k_lex=80, lex_max_terms=3)),
+        # One screen term, the others' postings far more: the bound, then the kept notes.
+        (None, None, pgmem.StageOneParams(k_lex=5, lex_max_terms=1)),
+        (None, None, pgmem.StageOneParams(k_lex=20, lex_max_terms=1, bm25_b=0.3)),
         # Filters that remove kept notes: the bound may not hold, and every screened note is ranked.
         ("metadata->>'half' = '1'", None, pgmem.StageOneParams(k_lex=10, lex_max_postings=200)),
         (None, ("procedure",), pgmem.StageOneParams(k_lex=10, lex_max_postings=200)),

@@ -244,7 +244,8 @@ DECLARE
     v_lexical_kept uuid[];
     v_lexical_floor double precision;
     v_lexical_screened integer;
-    -- The postings of the query terms outside the screen (their summed df).
+    -- The postings of the screen terms and of the other query terms (summed df).
+    v_screen_postings bigint;
     v_other_postings bigint;
     -- The lexical top k itself, best first, when it was ranked from postings alone.
     v_lexical_top uuid[];
@@ -298,8 +299,10 @@ BEGIN
            array_agg(t.idf) FILTER (WHERE t.position <= lex_max_terms AND t.postings <= lex_max_postings),
            array_agg(t.lexeme) FILTER (WHERE NOT (t.position <= lex_max_terms AND t.postings <= lex_max_postings)),
            array_agg(t.idf) FILTER (WHERE NOT (t.position <= lex_max_terms AND t.postings <= lex_max_postings)),
+           coalesce(sum(t.df) FILTER (WHERE t.position <= lex_max_terms AND t.postings <= lex_max_postings), 0),
            coalesce(sum(t.df) FILTER (WHERE NOT (t.position <= lex_max_terms AND t.postings <= lex_max_postings)), 0)
-    INTO v_terms, v_idf, v_screen, v_screen_terms, v_screen_idf, v_other_terms, v_other_idf, v_other_postings
+    INTO v_terms, v_idf, v_screen, v_screen_terms, v_screen_idf, v_other_terms, v_other_idf, v_screen_postings,
+         v_other_postings
     FROM (SELECT s.lexeme,
                  s.document_frequency AS df,
                  ln(1 + (v_model.note_count::float8 - s.document_frequency + 0.5) / (s.document_frequency + 0.5)) AS idf,
@@ -310,36 +313,38 @@ BEGIN
           WHERE s.document_frequency > 0
           WINDOW w AS (ORDER BY s.document_frequency, s.lexeme)) AS t;
 
-    -- 2. Which screened notes can reach the lexical top k: a bound read from the screen
-    -- terms' postings (static SQL in pgmem.lexical_bound_v1). It holds when no row filter
-    -- removes notes above the bound; the candidate search checks that it held.
+    -- 2. The lexical top k from postings (static SQL). Without a role or metadata filter,
+    -- when the other terms' postings are few enough (at most 4x the screen's), it is
+    -- ranked from the postings of every query term, no note visited; the scores are
+    -- bm25_v1's bit for bit: the same terms summed in the same order (a tsvector's
+    -- lexemes are in byte order, COLLATE "C"). Otherwise a bound read from the screen
+    -- terms' postings (pgmem.lexical_bound_v1) leaves out the screened notes that cannot
+    -- reach the top k; it holds when no row filter removes notes above it, which the
+    -- candidate search checks.
     IF k_lex > 0 AND v_screen IS NOT NULL THEN
-        SELECT l.kept_notes, l.score_floor, l.screened_notes INTO v_lexical_kept, v_lexical_floor, v_lexical_screened
-        FROM pgmem.lexical_bound_v1(p_namespace, v_screen_terms, v_screen_idf, coalesce(v_other_terms, '{}'),
-                                    coalesce(v_other_idf, '{}'), k_lex, bm25_k1, bm25_b, v_average_length) AS l;
-        -- Notes fetched by key cost more each than a bitmap scan of the screened ones:
-        -- when the bound leaves out less than half, the search of every screened note
-        -- (the same rows) is the cheaper one.
-        IF cardinality(v_lexical_kept) * 2 > v_lexical_screened THEN
-            v_lexical_kept := NULL;
-            v_lexical_floor := NULL;
-            -- Without a role or metadata filter the top k can be ranked from the postings
-            -- of every query term, no note visited, when the other terms' postings are
-            -- few enough (an index tuple read costs a fraction of a note's visit). The
-            -- scores are bm25_v1's bit for bit: the same terms summed in the same order
-            -- (a tsvector's lexemes are in byte order, COLLATE "C").
-            IF roles IS NULL AND filter IS NULL AND v_other_postings <= 4 * v_lexical_screened THEN
-                SELECT array_agg(s.note_id ORDER BY s.score DESC, s.note_id)
-                INTO v_lexical_top
-                FROM (SELECT p.note_id,
-                             sum(pgmem.bm25_term_v1(q.idf, p.term_frequency, bm25_k1, bm25_b, p.lexeme_count,
-                                                    v_average_length) ORDER BY p.lexeme COLLATE "C") AS score
-                      FROM unnest(v_terms, v_idf) AS q (lexeme, idf)
-                      JOIN pgmem.lexeme_postings AS p ON p.namespace = p_namespace AND p.lexeme = q.lexeme
-                      GROUP BY p.note_id
-                      HAVING bool_or(p.lexeme = ANY (v_screen_terms))
-                      ORDER BY score DESC, p.note_id
-                      LIMIT k_lex) AS s;
+        IF roles IS NULL AND filter IS NULL AND v_other_postings <= 4 * v_screen_postings THEN
+            SELECT coalesce(array_agg(s.note_id ORDER BY s.score DESC, s.note_id), '{}')
+            INTO v_lexical_top
+            FROM (SELECT p.note_id,
+                         sum(pgmem.bm25_term_v1(q.idf, p.term_frequency, bm25_k1, bm25_b, p.lexeme_count,
+                                                v_average_length) ORDER BY p.lexeme COLLATE "C") AS score
+                  FROM unnest(v_terms, v_idf) AS q (lexeme, idf)
+                  JOIN pgmem.lexeme_postings AS p ON p.namespace = p_namespace AND p.lexeme = q.lexeme
+                  GROUP BY p.note_id
+                  HAVING bool_or(p.lexeme = ANY (v_screen_terms))
+                  ORDER BY score DESC, p.note_id
+                  LIMIT k_lex) AS s;
+        ELSE
+            SELECT l.kept_notes, l.score_floor, l.screened_notes
+            INTO v_lexical_kept, v_lexical_floor, v_lexical_screened
+            FROM pgmem.lexical_bound_v1(p_namespace, v_screen_terms, v_screen_idf, coalesce(v_other_terms, '{}'),
+                                        coalesce(v_other_idf, '{}'), k_lex, bm25_k1, bm25_b, v_average_length) AS l;
+            -- Notes fetched by key cost more each than a bitmap scan of the screened ones:
+            -- when the bound leaves out less than half, the search of every screened
+            -- note (the same rows) is the cheaper one.
+            IF cardinality(v_lexical_kept) * 2 > v_lexical_screened THEN
+                v_lexical_kept := NULL;
+                v_lexical_floor := NULL;
             END IF;
         END IF;
     END IF;
