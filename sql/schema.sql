@@ -2510,10 +2510,10 @@ REVOKE ALL ON FUNCTION pgmem.lexical_bound_v1 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgmem.lexical_bound_v1 TO pgmem_reader;
 
 -- Stage one of the read path (DESIGN §3.1): dense top-k through the model's HNSW index,
--- lexical top-k by BM25 over the rarest query terms (pruned by a bound read from their
--- postings), the neighbours of the best of them, their union scored (weighted cosine
--- + weighted normalised BM25 + bounded facet and link boosts), and the pool aggregates
--- by window functions. Rows come best base score first.
+-- lexical top-k by BM25 over the notes holding the rarest query terms (ranked from the
+-- postings, or bounded by them), the neighbours of the best of them, their union scored
+-- (weighted cosine + weighted normalised BM25 + bounded facet and link boosts), and the
+-- pool aggregates by window functions. Rows come best base score first.
 --
 --   SELECT * FROM pgmem.stage_one_v1('default', 'all-MiniLM-L6-v2-onnx-int8',
 --                                    '[0.01, ...]', 'Who founded the company?', k_dense => 30);

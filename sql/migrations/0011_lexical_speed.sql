@@ -4,13 +4,13 @@
 -- * pgmem.lexeme_postings: one row per (namespace, lexeme, note) with the lexeme's
 --   count in the note and the note's length, kept by triggers on pgmem.notes in the
 --   writing transaction (insert; delete by forget, supersede, compaction).
--- * pgmem.stage_one_v1, same signature and rows: the lexical top-k no longer scores
---   every screened note from its tsvector. A static step sums, from the postings of
---   the screen terms alone (an index-only scan), each screened note's partial BM25;
---   a note whose partial score plus the most the other query terms could add stays
---   below the k-th best partial score cannot be in the top k, so only the rest is
---   scored exactly, by pgmem.bm25_v1 as before. The candidate search checks that
---   the bound held under the caller's row filter and otherwise runs the full search.
+-- * pgmem.stage_one_v1, same signature and rows: the lexical top-k no longer visits
+--   every screened note. Without a role or metadata filter it is ranked from the query
+--   terms' postings alone (index-only scans; the scores are pgmem.bm25_v1's bit for
+--   bit). Otherwise pgmem.lexical_bound_v1 leaves out, from the postings, the screened
+--   notes whose BM25 cannot reach the top k, and only the rest is ranked by
+--   pgmem.bm25_v1 as before; the candidate search checks that the bound held under the
+--   caller's row filter and otherwise runs 0008's search of every screened note.
 
 -- Postings of the notes' lexemes: which notes of a namespace hold a lexeme, how often
 -- (positions in the tsvector, as pgmem.bm25_v1 counts them), and the note's length.
@@ -150,10 +150,10 @@ REVOKE ALL ON FUNCTION pgmem.lexical_bound_v1 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgmem.lexical_bound_v1 TO pgmem_reader;
 
 -- Stage one of the read path (DESIGN §3.1): dense top-k through the model's HNSW index,
--- lexical top-k by BM25 over the rarest query terms (pruned by a bound read from their
--- postings), the neighbours of the best of them, their union scored (weighted cosine
--- + weighted normalised BM25 + bounded facet and link boosts), and the pool aggregates
--- by window functions. Rows come best base score first.
+-- lexical top-k by BM25 over the notes holding the rarest query terms (ranked from the
+-- postings, or bounded by them), the neighbours of the best of them, their union scored
+-- (weighted cosine + weighted normalised BM25 + bounded facet and link boosts), and the
+-- pool aggregates by window functions. Rows come best base score first.
 --
 --   SELECT * FROM pgmem.stage_one_v1('default', 'all-MiniLM-L6-v2-onnx-int8',
 --                                    '[0.01, ...]', 'Who founded the company?', k_dense => 30);
