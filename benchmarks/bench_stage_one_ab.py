@@ -1,9 +1,10 @@
-"""Stage one before and after migration 0008, interleaved on one store (a benchmark).
+"""Stage one before and after a migration, interleaved on one store (a benchmark).
 
-Installs the stage-one function as it was before migration 0008 (as migration 0001
-defined it, frozen in sql/migrations/0001_initial.sql) under another schema,
-``pgmem_ab_before``, then runs it and the current ``pgmem.stage_one_v1`` on the same arguments for each
-question, one after the other, and prints:
+Installs the stage-one function as an earlier migration defined it (``--before 0001``,
+the default: as migration 0001 did, before 0008; ``--before 0008``: before 0011), read
+from the frozen file in sql/migrations/, under another schema, ``pgmem_ab_before``, then
+runs it and the current ``pgmem.stage_one_v1`` on the same arguments for each question,
+one after the other, and prints:
 
 * whether the two return the same rows (same notes in the same order, every column
   equal; floats within 1e-9 — window sums may differ in the last bit);
@@ -14,7 +15,7 @@ Questions are LoCoMo's (categories 1-4), with hints derived as ``pgmem.pack`` de
 them; the query vector comes from ``--embedder`` (the store's own embedder).
 
     .venv/bin/python benchmarks/bench_stage_one_ab.py --namespace bench --questions 200 \
-        [--embedder hashing:384] [--home DIR | --dsn DSN]
+        [--before 0001|0008] [--embedder hashing:384] [--home DIR | --dsn DSN]
 
 Drops ``pgmem_ab_before`` when done.
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -41,12 +43,15 @@ ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = "pgmem_ab_before"
 
 
-def before_function() -> str:
-    """The pre-0008 stage_one_v1, renamed into ``SCHEMA``."""
-    schema = (ROOT / "sql" / "migrations" / "0001_initial.sql").read_text(encoding="utf-8")
-    start = schema.index("CREATE FUNCTION pgmem.stage_one_v1(")
-    end = schema.index("$function$;", start) + len("$function$;")
-    return schema[start:end].replace("CREATE FUNCTION pgmem.stage_one_v1(", f"CREATE FUNCTION {SCHEMA}.stage_one_v1(")
+def before_function(migration: str = "0001") -> str:
+    """stage_one_v1 as the migration numbered ``migration`` defined it, renamed into ``SCHEMA``."""
+    (path,) = (ROOT / "sql" / "migrations").glob(f"{migration}_*.sql")
+    text = path.read_text(encoding="utf-8")
+    found = re.search(r"CREATE (OR REPLACE )?FUNCTION pgmem\.stage_one_v1\(", text)
+    if found is None:
+        raise SystemExit(f"--before {migration}: {path.name} does not define pgmem.stage_one_v1")
+    end = text.index("$function$;", found.start()) + len("$function$;")
+    return f"CREATE FUNCTION {SCHEMA}.stage_one_v1(" + text[found.end() : end]
 
 
 def call(schema: str) -> str:
@@ -73,6 +78,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--namespace", default="bench")
     parser.add_argument("--questions", type=int, default=200)
+    parser.add_argument("--before", default="0001", help="the migration whose stage_one_v1 runs as 'before'")
     parser.add_argument("--embedder", default="hashing:384")
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--dsn")
@@ -85,7 +91,7 @@ def main() -> None:
         conn.row_factory = dict_row  # type: ignore[assignment]
         conn.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
         conn.execute(f"CREATE SCHEMA {SCHEMA}")
-        conn.execute(before_function())
+        conn.execute(before_function(args.before))
         try:
             statements = {"before": call(SCHEMA), "after": call("pgmem")}
             times: dict[str, list[float]] = {"before": [], "after": []}
@@ -123,6 +129,7 @@ def main() -> None:
         runs.append(
             {
                 "notes": notes["n"] if notes else 0,
+                "before": args.before,
                 "questions": len(questions),
                 "differing": differing,
                 "p50": p50,

@@ -6,12 +6,14 @@ into temporary functions (``pg_temp``, this session only) that report on themsel
 * ``before``: ``EXPLAIN (ANALYZE, BUFFERS)`` of the one dynamic statement of the
   pre-0008 function (as migration 0001 defined it, frozen in
   sql/migrations/0001_initial.sql), planning time included;
-* ``candidates``: the same for the candidate search of the current function (0008);
-* ``steps``: the current function with the time of each step (query terms, candidate
-  search, scoring) raised as notices; p50 / p95 per step are printed.
+* ``candidates``: the same for the candidate search of the function as migration
+  ``--migration`` defined it (0011, the current one, by default; or 0008);
+* ``steps``: that function with the time of each step (query terms, the lexical
+  step from postings from 0011 on, candidate search, scoring) raised as notices; p50 /
+  p95 per step are printed.
 
     .venv/bin/python benchmarks/profile_stage_one.py --home DIR --namespace scale \
-        --mode before|candidates|steps [--questions 20] [--embedder hashing:384]
+        --mode before|candidates|steps [--migration 0011|0008] [--questions 20] [--embedder hashing:384]
 """
 
 from __future__ import annotations
@@ -33,16 +35,14 @@ ROOT = Path(__file__).resolve().parents[1]
 STEP = "    RAISE NOTICE '{name} %', extract(epoch FROM clock_timestamp() - v_t) * 1000; v_t := clock_timestamp();\n"
 
 
-def _definition(before: bool) -> str:
-    if before:
-        text = (ROOT / "sql" / "migrations" / "0001_initial.sql").read_text(encoding="utf-8")
-        start = text.index("CREATE FUNCTION pgmem.stage_one_v1(")
-    else:
-        text = (ROOT / "sql" / "migrations" / "0008_stage_one_speed.sql").read_text(encoding="utf-8")
-        start = text.index("CREATE OR REPLACE FUNCTION pgmem.stage_one_v1(")
-    end = text.index("$function$;", start) + len("$function$;")
-    body = text[start:end]
-    return body[body.index("pgmem.stage_one_v1(") + len("pgmem.stage_one_v1(") :]
+def _definition(migration: str) -> str:
+    """stage_one_v1's arguments and body as the migration numbered ``migration`` defined it."""
+    (path,) = (ROOT / "sql" / "migrations").glob(f"{migration}_*.sql")
+    text = path.read_text(encoding="utf-8")
+    found = re.search(r"CREATE (OR REPLACE )?FUNCTION pgmem\.stage_one_v1\(", text)
+    if found is None:
+        raise SystemExit(f"--migration {migration}: {path.name} does not define pgmem.stage_one_v1")
+    return text[found.end() : text.index("$function$;", found.start()) + len("$function$;")]
 
 
 def _explaining(body: str, statement: str, into: str | None) -> str:
@@ -68,9 +68,12 @@ def _timed(body: str) -> str:
         "    v_cosines double precision[];\n    v_t timestamptz := clock_timestamp();\nBEGIN\n",
         1,
     )
+    # The step comments of 0008 and of 0011 (which put the lexical bound between them).
     for marker, name in (
         ("    -- 1. The query terms", "setup"),
         ("    -- 2. The candidates:", "terms"),
+        ("    -- 2. The lexical top k from postings", "terms"),
+        ("    -- 3. The candidates:", "lexical"),
         ("    IF v_iterative THEN\n        PERFORM set_config('hnsw.iterative_scan', coalesce", "candidates"),
     ):
         body = body.replace(marker, STEP.format(name=name) + marker, 1)
@@ -86,6 +89,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--mode", choices=("before", "candidates", "steps"), required=True)
     parser.add_argument("--namespace", default="bench")
+    parser.add_argument("--migration", default="0011", help="whose stage_one_v1 --mode candidates|steps profiles")
     parser.add_argument("--questions", type=int, default=20)
     parser.add_argument("--embedder", default="hashing:384")
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
@@ -93,11 +97,13 @@ def main() -> None:
     parser.add_argument("--home")
     args = parser.parse_args()
     if args.mode == "before":
-        function = _explaining(_definition(True), "RETURN QUERY EXECUTE format(", None)
+        function = _explaining(_definition("0001"), "RETURN QUERY EXECUTE format(", None)
     elif args.mode == "candidates":
-        function = _explaining(_definition(False), "EXECUTE format(", "    INTO v_candidates, v_cosines\n    USING")
+        function = _explaining(
+            _definition(args.migration), "EXECUTE format(", "    INTO v_candidates, v_cosines\n    USING"
+        )
     else:
-        function = _timed(_definition(False))
+        function = _timed(_definition(args.migration))
     queries = (ROOT / "sql" / "queries.sql").read_text(encoding="utf-8")
     start = queries.index("FROM pgmem.stage_one_v1(") + len("FROM pgmem.stage_one_v1(")
     call = f"SELECT * FROM pg_temp.profiled({queries[start : queries.index(') AS s', start)]})"

@@ -383,6 +383,20 @@ CREATE TABLE pgmem.compaction_log (
     CHECK (kind = 'probe' OR (fired AND reason IS NOT NULL))
 );
 
+-- Postings of the notes' lexemes: which notes of a namespace hold a lexeme, how often
+-- (positions in the tsvector, as pgmem.bm25_v1 counts them), and the note's length.
+-- Readers see their namespace's rows (the notes' policy); only the triggers below
+-- (owner rights) write them.
+CREATE TABLE pgmem.lexeme_postings (
+    namespace text NOT NULL REFERENCES pgmem.namespaces (namespace),
+    lexeme text NOT NULL,
+    note_id uuid NOT NULL,
+    term_frequency integer NOT NULL CHECK (term_frequency >= 1),
+    lexeme_count integer NOT NULL CHECK (lexeme_count >= 0),
+    -- Covering: the screen reads (note, count, length) without visiting the table.
+    PRIMARY KEY (namespace, lexeme, note_id) INCLUDE (term_frequency, lexeme_count)
+);
+
 -- == Indexes ==
 
 -- Lexical search: the GIN index on each note's tsvector.
@@ -686,6 +700,77 @@ $$;
 
 -- The read path --------------------------------------------------------------------------
 
+-- The screened notes that can reach the lexical top k by BM25, read from postings alone.
+CREATE FUNCTION pgmem.lexical_bound_v1(
+    p_namespace text,
+    terms text[],
+    idf double precision[],
+    other_terms text[],
+    other_idf double precision[],
+    k integer,
+    k1 double precision,
+    b double precision,
+    average_length double precision
+) RETURNS TABLE (kept_notes uuid[], score_floor double precision, screened_notes integer)
+    -- Which notes holding any of the screen terms can be among the k best by BM25 over all
+    -- the query terms, read from postings alone (index-only scans, no note visited). Each
+    -- note's BM25 over the screen terms (its partial score) is a lower bound of its score,
+    -- and the other terms add less than other_bound = sum(other_idf) * (k1 + 1). The best
+    -- 2k partial scores are completed with the other terms' postings of those notes: the
+    -- k-th best of these exact scores is at most the k-th best score of all, so a note
+    -- whose partial score plus other_bound stays below it, by more than any rounding, is
+    -- not among the k best. kept_notes: the others; score_floor: a score at least k notes
+    -- reach, and no note left out does (NULL when none was left out); screened_notes: how
+    -- many notes hold a screen term. The bound assumes
+    -- every screened note may be ranked: a caller filtering notes checks that k of the kept
+    -- ones it ranks still reach score_floor. No row when the BM25 parameters leave a term's
+    -- share unbounded (k1 < 0, b outside [0, 1]).
+    --
+    --   SELECT * FROM pgmem.lexical_bound_v1('default', '{launch,code}', '{5.1,3.2}', '{secret}', '{1.3}',
+    --                                        50, 1.2, 0.75, 11.5);
+    LANGUAGE plpgsql STABLE
+    AS $function$
+#variable_conflict use_column
+DECLARE
+    v_other_bound double precision := (SELECT coalesce(sum(o), 0) FROM unnest(other_idf) AS o) * (k1 + 1);
+BEGIN
+    IF k < 1 OR k1 < 0 OR b < 0 OR b > 1 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH
+    partial AS MATERIALIZED (
+        SELECT p.note_id,
+               sum(pgmem.bm25_term_v1(q.idf, p.term_frequency, k1, b, p.lexeme_count, average_length)) AS score
+        FROM unnest(terms, idf) AS q (lexeme, idf)
+        JOIN pgmem.lexeme_postings AS p ON p.namespace = p_namespace AND p.lexeme = q.lexeme
+        GROUP BY p.note_id
+    ),
+    completed AS (
+        SELECT l.score + coalesce((
+                   SELECT sum(pgmem.bm25_term_v1(q.idf, p.term_frequency, k1, b, p.lexeme_count, average_length))
+                   FROM unnest(other_terms, other_idf) AS q (lexeme, idf)
+                   JOIN pgmem.lexeme_postings AS p
+                       ON p.namespace = p_namespace AND p.lexeme = q.lexeme AND p.note_id = l.note_id
+               ), 0) AS score
+        FROM (SELECT s.note_id, s.score FROM partial AS s ORDER BY s.score DESC LIMIT 2 * k) AS l
+    ),
+    -- Each computed once (a subquery read in several places is otherwise run in each).
+    kth_score AS MATERIALIZED (
+        SELECT c.score FROM completed AS c ORDER BY c.score DESC LIMIT 1 OFFSET k - 1
+    ),
+    kth AS MATERIALIZED (
+        SELECT t.score, 1e-9 * (abs(t.score) + v_other_bound + 1) AS rounding
+        FROM (SELECT (SELECT s.score FROM kth_score AS s)) AS t (score)
+    )
+    SELECT coalesce(array_agg(s.note_id) FILTER (WHERE s.note_id IS NOT NULL), '{}'), t.score - t.rounding,
+           (SELECT count(*)::integer FROM partial)
+    FROM kth AS t
+    LEFT JOIN partial AS s ON t.score IS NULL OR s.score + v_other_bound >= t.score - 2 * t.rounding
+    GROUP BY t.score, t.rounding;
+END;
+$function$;
+
 -- Stage one of the read path (DESIGN §3.1): the scored candidate pool of one query.
 CREATE FUNCTION pgmem.stage_one_v1(
     p_namespace text,
@@ -744,10 +829,11 @@ CREATE FUNCTION pgmem.stage_one_v1(
         boost_keyword double precision,
         boost_handle double precision
     )
-    -- Dense top-k through the model's HNSW index, lexical top-k by BM25 over the rarest
-    -- query terms, the neighbours of the best of them, their union scored (weighted cosine
-    -- + weighted normalised BM25 + bounded facet and link boosts), and the pool aggregates
-    -- by window functions. Rows come best base score first.
+    -- Dense top-k through the model's HNSW index,
+    -- lexical top-k by BM25 over the notes holding the rarest query terms (ranked from the
+    -- postings, or bounded by them), the neighbours of the best of them, their union scored
+    -- (weighted cosine + weighted normalised BM25 + bounded facet and link boosts), and the
+    -- pool aggregates by window functions. Rows come best base score first.
     --
     --   SELECT * FROM pgmem.stage_one_v1('default', 'all-MiniLM-L6-v2-onnx-int8',
     --                                    '[0.01, ...]', 'Who founded the company?', k_dense => 30);
@@ -771,11 +857,29 @@ DECLARE
     -- The rarest of them, within lex_max_terms and lex_max_postings: they screen the
     -- lexical candidates (every query term still counts in each candidate's score).
     v_screen tsquery;
+    v_screen_terms text[];
+    v_screen_idf double precision[];
+    -- The query terms outside the screen (they count in every score, screen no note).
+    v_other_terms text[];
+    v_other_idf double precision[];
+    -- The screened notes that can reach the lexical top k, and the score at least k of
+    -- them must reach for that bound to hold (NULL: none was left out).
+    v_lexical_kept uuid[];
+    v_lexical_floor double precision;
+    v_lexical_screened integer;
+    -- The postings of the screen terms and of the other query terms (summed df).
+    v_screen_postings bigint;
+    v_other_postings bigint;
+    -- The lexical top k itself, best first, when it was ranked from postings alone.
+    v_lexical_top uuid[];
     v_average_length double precision;
     v_entity_hints text[] := (SELECT coalesce(array_agg(DISTINCT lower(h)), '{}') FROM unnest(entity_hints) AS h);
     -- Which notes may be candidates: the namespace's model, the caller's roles and
     -- metadata filter (compiled from its allowlisted tree; it reads its values from $2).
     v_row_filter text;
+    -- The lexical top-k search (SQL text, see step 3).
+    v_ranked text;
+    v_lexical text;
     v_candidates uuid[];
     v_cosines double precision[];
 BEGIN
@@ -808,12 +912,20 @@ BEGIN
     v_vector_type := format('%s(%s)', v_model.index_type, v_model.dimension);
     v_average_length := greatest(v_model.lexeme_total::float8 / greatest(v_model.note_count, 1), 1);
 
-    -- 1. The query terms (static SQL: planned once per session).
+    -- 1. The query terms (static SQL: planned once per session), and those of them that
+    -- screen the lexical candidates.
     SELECT coalesce(array_agg(t.lexeme ORDER BY t.df, t.lexeme), '{}'),
            coalesce(array_agg(t.idf ORDER BY t.df, t.lexeme), '{}'),
            string_agg('''' || replace(replace(t.lexeme, '\', '\\'), '''', '''''') || '''', ' | ')
-               FILTER (WHERE t.position <= lex_max_terms AND t.postings <= lex_max_postings)::tsquery
-    INTO v_terms, v_idf, v_screen
+               FILTER (WHERE t.position <= lex_max_terms AND t.postings <= lex_max_postings)::tsquery,
+           array_agg(t.lexeme) FILTER (WHERE t.position <= lex_max_terms AND t.postings <= lex_max_postings),
+           array_agg(t.idf) FILTER (WHERE t.position <= lex_max_terms AND t.postings <= lex_max_postings),
+           array_agg(t.lexeme) FILTER (WHERE NOT (t.position <= lex_max_terms AND t.postings <= lex_max_postings)),
+           array_agg(t.idf) FILTER (WHERE NOT (t.position <= lex_max_terms AND t.postings <= lex_max_postings)),
+           coalesce(sum(t.df) FILTER (WHERE t.position <= lex_max_terms AND t.postings <= lex_max_postings), 0),
+           coalesce(sum(t.df) FILTER (WHERE NOT (t.position <= lex_max_terms AND t.postings <= lex_max_postings)), 0)
+    INTO v_terms, v_idf, v_screen, v_screen_terms, v_screen_idf, v_other_terms, v_other_idf, v_screen_postings,
+         v_other_postings
     FROM (SELECT s.lexeme,
                  s.document_frequency AS df,
                  ln(1 + (v_model.note_count::float8 - s.document_frequency + 0.5) / (s.document_frequency + 0.5)) AS idf,
@@ -824,7 +936,43 @@ BEGIN
           WHERE s.document_frequency > 0
           WINDOW w AS (ORDER BY s.document_frequency, s.lexeme)) AS t;
 
-    -- 2. The candidates: dense top-k through the model's HNSW index, lexical top-k by
+    -- 2. The lexical top k from postings (static SQL). Without a role or metadata filter,
+    -- when the other terms' postings are few enough (at most 4x the screen's), it is
+    -- ranked from the postings of every query term, no note visited; the scores are
+    -- bm25_v1's bit for bit: the same terms summed in the same order (a tsvector's
+    -- lexemes are in byte order, COLLATE "C"). Otherwise a bound read from the screen
+    -- terms' postings (pgmem.lexical_bound_v1) leaves out the screened notes that cannot
+    -- reach the top k; it holds when no row filter removes notes above it, which the
+    -- candidate search checks.
+    IF k_lex > 0 AND v_screen IS NOT NULL THEN
+        IF roles IS NULL AND filter IS NULL AND v_other_postings <= 4 * v_screen_postings THEN
+            SELECT coalesce(array_agg(s.note_id ORDER BY s.score DESC, s.note_id), '{}')
+            INTO v_lexical_top
+            FROM (SELECT p.note_id,
+                         sum(pgmem.bm25_term_v1(q.idf, p.term_frequency, bm25_k1, bm25_b, p.lexeme_count,
+                                                v_average_length) ORDER BY p.lexeme COLLATE "C") AS score
+                  FROM unnest(v_terms, v_idf) AS q (lexeme, idf)
+                  JOIN pgmem.lexeme_postings AS p ON p.namespace = p_namespace AND p.lexeme = q.lexeme
+                  GROUP BY p.note_id
+                  HAVING bool_or(p.lexeme = ANY (v_screen_terms))
+                  ORDER BY score DESC, p.note_id
+                  LIMIT k_lex) AS s;
+        ELSE
+            SELECT l.kept_notes, l.score_floor, l.screened_notes
+            INTO v_lexical_kept, v_lexical_floor, v_lexical_screened
+            FROM pgmem.lexical_bound_v1(p_namespace, v_screen_terms, v_screen_idf, coalesce(v_other_terms, '{}'),
+                                        coalesce(v_other_idf, '{}'), k_lex, bm25_k1, bm25_b, v_average_length) AS l;
+            -- Notes fetched by key cost more each than a bitmap scan of the screened ones:
+            -- when the bound leaves out less than half, the search of every screened
+            -- note (the same rows) is the cheaper one.
+            IF cardinality(v_lexical_kept) * 2 > v_lexical_screened THEN
+                v_lexical_kept := NULL;
+                v_lexical_floor := NULL;
+            END IF;
+        END IF;
+    END IF;
+
+    -- 3. The candidates: dense top-k through the model's HNSW index, lexical top-k by
     -- BM25 over the screened notes, and the neighbours the best of them pull in. The
     -- only dynamic statement: its SQL depends on the model (the index is partial on it,
     -- over a dimension-typed expression) and on the filter's shape. It is planned with
@@ -835,19 +983,48 @@ BEGIN
         'n.model_id = %s AND (($2 ->> ''roles'') IS NULL OR n.role = ANY (($2 ->> ''roles'')::text[])) AND (%s)',
         v_model.model_id,
         CASE WHEN filter IS NULL THEN 'true' ELSE pgmem.compile_filter_v1(filter, '$2', ARRAY['filter']) END);
-    EXECUTE format($candidates$
-    WITH
-    lexical AS (
-        SELECT n.note_id
+    -- The lexical top k (by pgmem.bm25_v1, best first), by the cheapest search that returns
+    -- it: among the kept notes alone when no role or metadata filter can remove any (every
+    -- note of a namespace is its model's); among the kept notes, checked against the
+    -- floor, with the search of every screened note as the fallback when the filter
+    -- removed too many; the search of every screened note when there is no bound.
+    v_ranked := $ranked$
+        SELECT n.note_id, score.bm25
         FROM pgmem.notes AS n
         CROSS JOIN LATERAL pgmem.bm25_v1(n.lexemes, n.lexeme_count, ($2 ->> 'terms')::text[],
                                          ($2 ->> 'idf')::float8[], ($2 ->> 'bm25_k1')::float8,
                                          ($2 ->> 'bm25_b')::float8, ($2 ->> 'average_length')::float8) AS score
-        WHERE ($2 ->> 'k_lex')::integer > 0 AND n.namespace = $1
-          AND n.lexemes @@ ($2 ->> 'screen')::tsquery AND %1$s
+        WHERE n.namespace = $1 AND %2$s AND %1$s
         ORDER BY score.bm25 DESC, n.note_id
         LIMIT ($2 ->> 'k_lex')::integer
+    $ranked$;
+    v_lexical := format(
+        CASE
+            WHEN v_lexical_top IS NOT NULL THEN $lexical$
+    lexical AS (SELECT t.note_id FROM unnest(($2 ->> 'lexical_top')::uuid[]) WITH ORDINALITY AS t (note_id, rank)
+                ORDER BY t.rank),$lexical$
+            WHEN v_lexical_kept IS NULL THEN $lexical$
+    lexical AS (%2$s),$lexical$
+            WHEN roles IS NULL AND filter IS NULL THEN $lexical$
+    lexical AS (%1$s),$lexical$
+            ELSE $lexical$
+    lexical_kept AS MATERIALIZED (%1$s),
+    lexical_bound AS (
+        SELECT ($2 ->> 'lexical_floor') IS NULL OR count(*) >= ($2 ->> 'k_lex')::integer AS held
+        FROM lexical_kept AS k
+        WHERE k.bm25 >= ($2 ->> 'lexical_floor')::float8 OR ($2 ->> 'lexical_floor') IS NULL
     ),
+    lexical AS (
+        (SELECT k.note_id FROM lexical_kept AS k WHERE (SELECT b.held FROM lexical_bound AS b))
+        UNION ALL
+        (SELECT s.note_id FROM (%2$s) AS s WHERE NOT (SELECT b.held FROM lexical_bound AS b))
+    ),$lexical$
+        END,
+        format(v_ranked, v_row_filter, $$n.note_id = ANY (($2 ->> 'lexical_kept')::uuid[])$$),
+        format(v_ranked, v_row_filter,
+               $$($2 ->> 'k_lex')::integer > 0 AND n.lexemes @@ ($2 ->> 'screen')::tsquery$$));
+    EXECUTE format($candidates$
+    WITH %3$s
     dense AS MATERIALIZED (
         SELECT n.note_id
         FROM pgmem.notes AS n
@@ -891,20 +1068,22 @@ BEGIN
       AND n.note_id = ANY (ARRAY(SELECT d.note_id FROM dense AS d
                                  UNION SELECT l.note_id FROM lexical AS l
                                  UNION SELECT nb.note_id FROM neighbours AS nb))
-    $candidates$, v_row_filter, v_vector_type)
+    $candidates$, v_row_filter, v_vector_type, v_lexical)
     INTO v_candidates, v_cosines
     USING p_namespace, jsonb_build_object(
         'query_embedding', p_query_embedding::text,
         'k_dense', k_dense, 'k_lex', k_lex, 'neighbour_seeds', neighbour_seeds,
         'roles', roles::text, 'filter', filter, 'screen', v_screen::text,
         'terms', v_terms::text, 'idf', v_idf::text, 'bm25_k1', bm25_k1::text, 'bm25_b', bm25_b::text,
-        'average_length', v_average_length::text);
+        'average_length', v_average_length::text,
+        'lexical_kept', v_lexical_kept::text, 'lexical_floor', v_lexical_floor::text,
+        'lexical_top', v_lexical_top::text);
 
     IF v_iterative THEN
         PERFORM set_config('hnsw.iterative_scan', coalesce(v_previous_scan, 'off'), true);
     END IF;
 
-    -- 3. Scores, boosts and pool aggregates of the candidates (static SQL: planned once
+    -- 4. Scores, boosts and pool aggregates of the candidates (static SQL: planned once
     -- per session). Rows come best base score first.
     RETURN QUERY
     WITH
@@ -1646,6 +1825,37 @@ BEGIN
 END;
 $$;
 
+-- Trigger: the postings of the notes a statement inserted.
+CREATE FUNCTION pgmem.post_new_notes_v1() RETURNS trigger
+    -- The transition table holds only rows written, not those skipped by ON CONFLICT;
+    -- postings are inserted in key order. Runs with owner rights: no role writes postings.
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pgmem, pg_temp
+    AS $$
+BEGIN
+    INSERT INTO pgmem.lexeme_postings (namespace, lexeme, note_id, term_frequency, lexeme_count)
+    SELECT n.namespace, u.lexeme, n.note_id, coalesce(cardinality(u.positions), 1), n.lexeme_count
+    FROM new_notes AS n, unnest(n.lexemes) AS u
+    ORDER BY n.namespace, u.lexeme, n.note_id;
+    RETURN NULL;
+END;
+$$;
+
+-- Trigger: the postings of deleted notes go with them.
+CREATE FUNCTION pgmem.unpost_deleted_notes_v1() RETURNS trigger
+    -- Forget, supersede and compaction delete notes: no lexeme of an erased note stays
+    -- readable. Runs with owner rights.
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pgmem, pg_temp
+    AS $$
+BEGIN
+    DELETE FROM pgmem.lexeme_postings AS p
+    USING old_notes AS o, unnest(o.lexemes) AS u
+    WHERE p.namespace = o.namespace AND p.lexeme = u.lexeme AND p.note_id = o.note_id;
+    RETURN NULL;
+END;
+$$;
+
 -- == Triggers ==
 
 -- Notes are immutable: the database itself refuses UPDATE, DELETE and TRUNCATE.
@@ -1667,6 +1877,14 @@ CREATE TRIGGER notes_count_families AFTER INSERT ON pgmem.notes
 CREATE TRIGGER notes_uncount_families AFTER DELETE ON pgmem.notes
     REFERENCING OLD TABLE AS old_notes
     FOR EACH STATEMENT EXECUTE FUNCTION pgmem.count_family_notes_v1();
+
+-- Lexeme postings follow the notes written and deleted.
+CREATE TRIGGER notes_post_new AFTER INSERT ON pgmem.notes
+    REFERENCING NEW TABLE AS new_notes
+    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.post_new_notes_v1();
+CREATE TRIGGER notes_unpost_deleted AFTER DELETE ON pgmem.notes
+    REFERENCING OLD TABLE AS old_notes
+    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.unpost_deleted_notes_v1();
 
 -- A family bound to writer roles refuses notes from other writers.
 CREATE TRIGGER notes_check_family_writers AFTER INSERT ON pgmem.notes
@@ -1902,6 +2120,7 @@ GROUP BY namespace, trajectory_id;
 -- and pgmem.forget_audit is read by admins only (grants below).
 ALTER TABLE pgmem.namespaces ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pgmem.lexeme_stats ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgmem.lexeme_postings ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pgmem.notes ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pgmem.namespace_grants ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pgmem.family_writers ENABLE ROW LEVEL SECURITY;
@@ -1927,6 +2146,8 @@ CREATE POLICY namespace_isolation ON pgmem.lexeme_stats TO pgmem_reader, pgmem_w
     USING (namespace = (SELECT pgmem.session_namespace_v1()));
 CREATE POLICY namespace_isolation ON pgmem.notes TO pgmem_reader, pgmem_writer
     USING (namespace = (SELECT pgmem.session_namespace_v1()));
+CREATE POLICY namespace_isolation ON pgmem.lexeme_postings TO pgmem_reader, pgmem_writer
+    USING (namespace = (SELECT pgmem.session_namespace_v1()));
 CREATE POLICY namespace_isolation ON pgmem.family_writers TO pgmem_reader, pgmem_writer
     USING (namespace = (SELECT pgmem.session_namespace_v1()));
 CREATE POLICY namespace_isolation ON pgmem.family_stats TO pgmem_reader, pgmem_writer
@@ -1951,6 +2172,7 @@ CREATE POLICY namespace_isolation ON pgmem.compaction_log TO pgmem_reader, pgmem
 -- Admins see and write every namespace.
 CREATE POLICY admin_all ON pgmem.namespaces TO pgmem_admin USING (true);
 CREATE POLICY admin_all ON pgmem.lexeme_stats TO pgmem_admin USING (true);
+CREATE POLICY admin_all ON pgmem.lexeme_postings TO pgmem_admin USING (true);
 CREATE POLICY admin_all ON pgmem.notes TO pgmem_admin USING (true);
 CREATE POLICY admin_all ON pgmem.namespace_grants TO pgmem_admin USING (true);
 CREATE POLICY admin_all ON pgmem.family_writers TO pgmem_admin USING (true);
@@ -2016,7 +2238,7 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgmem FROM PUBLIC;
 GRANT USAGE ON SCHEMA pgmem TO pgmem_reader, pgmem_writer, pgmem_admin;
 
 -- Readers: their namespace's notes and statistics, logged packs and telemetry; stage one.
-GRANT SELECT ON pgmem.embedding_models, pgmem.namespaces, pgmem.lexeme_stats, pgmem.notes,
+GRANT SELECT ON pgmem.embedding_models, pgmem.namespaces, pgmem.lexeme_stats, pgmem.lexeme_postings, pgmem.notes,
     pgmem.namespace_grants, pgmem.family_writers, pgmem.family_stats, pgmem.pack_log,
     pgmem.pack_log_families, pgmem.pack_log_items, pgmem.pack_log_rejections, pgmem.feedback,
     pgmem.family_reliability, pgmem.supersede_audit, pgmem.compaction_log
@@ -2031,7 +2253,7 @@ GRANT INSERT ON pgmem.pack_log, pgmem.pack_log_families, pgmem.pack_log_items, p
     TO pgmem_reader;
 GRANT EXECUTE ON FUNCTION pgmem.tsvector_token_count, pgmem.note_lexemes, pgmem.bm25_term_v1, pgmem.bm25_v1,
     pgmem.filter_value_v1, pgmem.compile_filter_v1, pgmem.group_role_v1, pgmem.may_use_namespace_v1,
-    pgmem.session_namespace_v1, pgmem.may_write_family_v1, pgmem.stage_one_v1, pgmem.log_pack_v1,
+    pgmem.session_namespace_v1, pgmem.may_write_family_v1, pgmem.lexical_bound_v1, pgmem.stage_one_v1, pgmem.log_pack_v1,
     pgmem.log_pack_v2, pgmem.check_family_writers_v1
     TO pgmem_reader;
 

@@ -42,7 +42,7 @@ def as_role(dsn: str, role: str, namespace: str | None) -> psycopg.Connection[An
 
 
 def stats_are_consistent(conn: psycopg.Connection[Any]) -> None:
-    """The BM25 statistics equal a recount from the notes (no row left at zero)."""
+    """The BM25 statistics and postings equal a recount from the notes (no row left at zero)."""
     stored = {
         (ns, lex): df
         for ns, lex, df in conn.execute("SELECT namespace, lexeme, document_frequency FROM pgmem.lexeme_stats")
@@ -54,6 +54,12 @@ def stats_are_consistent(conn: psycopg.Connection[Any]) -> None:
         )
     }
     assert stored == recomputed
+    postings = "SELECT namespace, lexeme, note_id, term_frequency, lexeme_count FROM pgmem.lexeme_postings"
+    recounted = (
+        "SELECT n.namespace, u.lexeme, n.note_id, coalesce(cardinality(u.positions), 1), n.lexeme_count"
+        " FROM pgmem.notes AS n, unnest(n.lexemes) AS u"
+    )
+    assert sorted(conn.execute(postings).fetchall()) == sorted(conn.execute(recounted).fetchall())
     for namespace, count, total in conn.execute("SELECT namespace, note_count, lexeme_total FROM pgmem.namespaces"):
         row = conn.execute(
             "SELECT count(*), coalesce(sum(lexeme_count), 0) FROM pgmem.notes WHERE namespace = %s", (namespace,)
