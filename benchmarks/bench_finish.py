@@ -18,6 +18,7 @@ It runs against whichever pgmem is on PYTHONPATH, so interleaved runs compare tr
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import re
@@ -25,6 +26,7 @@ import statistics
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -93,6 +95,15 @@ def synthetic_pools(rows: int) -> list[Pool]:
     return [Pool.from_candidates(candidates[:rows], query=question) for question in QUESTIONS]
 
 
+def _forgetter() -> Callable[[], None] | None:
+    """What empties the per-process memo of note words (None: this pgmem has none)."""
+    try:
+        from pgmem.retrieval.words import _CONTENT_IDS
+    except ImportError:
+        return None
+    return _CONTENT_IDS.clear
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=128, help="pool size (128)")
@@ -100,7 +111,11 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=500, help="finish_pack calls per repeat (500)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--data", type=Path, default=LOCOMO)
+    parser.add_argument(
+        "--cold", action="store_true", help="forget every note's words before each call (no per-process memo)"
+    )
     args = parser.parse_args()
+    forget = _forgetter() if args.cold else None
     if args.data.is_file():
         pools, origin = locomo_pools(args.data, args.rows, args.pools), f"LoCoMo {args.data.name}"
     else:
@@ -111,10 +126,14 @@ def main() -> None:
     per_call: list[float] = []
     wall: list[float] = []
     for _ in range(args.repeats):
+        # A fresh Pool per call, as stage one returns: nothing read from a pool is reused.
+        fresh = [dataclasses.replace(pools[i % len(pools)]) for i in range(args.calls)]
         started = time.process_time()
         for i in range(args.calls):
+            if forget is not None:
+                forget()
             tick = time.perf_counter()
-            finish_pack(requests[i % len(pools)], pools[i % len(pools)])
+            finish_pack(requests[i % len(pools)], fresh[i])
             wall.append((time.perf_counter() - tick) * 1000)
         per_call.append((time.process_time() - started) / args.calls * 1000)
     print(
@@ -122,7 +141,8 @@ def main() -> None:
         f" Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f}; pgmem from {pgmem.__file__}"
     )
     sizes = sorted({pool.size for pool in pools})
-    print(f"{len(pools)} pools of {sizes} rows from {origin}; {args.repeats} x {args.calls} calls")
+    memo = "none (cold)" if args.cold else "warm"
+    print(f"{len(pools)} pools of {sizes} rows from {origin}; {args.repeats} x {args.calls} calls; word memo {memo}")
     print(
         f"  finish_pack CPU per call: median {statistics.median(per_call):.3f} ms (min {min(per_call):.3f} ms);"
         f" wall p50 {np.percentile(wall, 50):.3f} ms, p95 {np.percentile(wall, 95):.3f} ms"

@@ -15,13 +15,13 @@ scores, alarm values and diagnostics. Pools are generated from a seeded
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import random
-import sys
 from pathlib import Path
 from typing import Any
+
+from golden_util import recorder_main
 
 from pgmem.embeddings import HashingEmbedder
 from pgmem.params import CalibrationParams, PackParams
@@ -192,9 +192,4 @@ def record_cases() -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--record", action="store_true", help="write tests/golden_finish/*.json")
-    if not parser.parse_args().record:
-        parser.print_help()
-        sys.exit(2)
-    record_cases()
+    recorder_main(__doc__.splitlines()[0], "tests/golden_finish/*.json", record_cases)

@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pgmem.ingestion.entities import STOPWORDS
+from pgmem.retrieval import words as words_module
 from pgmem.retrieval.pool import Pool
 from pgmem.retrieval.words import PoolWords, word_list
 
@@ -81,9 +82,9 @@ QUERIES = ("", "alpha", "Alpha beta gamma?", "naïve paris 42", "the of and")
 def test_word_statistics_match_a_pairwise_reference(rows: list[Any], query: str) -> None:
     texts = [row.text for row in rows]
     documents = [row.document_id for row in rows]
-    words = PoolWords(texts)
+    words = PoolWords(texts, query)
     question = _content(query)
-    echo = words.echo(question).tolist()
+    echo = words.echo().tolist()
     expected_echo = [len(question & _content(text)) / len(question) if question else 0.0 for text in texts]
     assert echo == expected_echo
     assert words.nearest_duplicate(documents).tolist() == _reference_nearest(texts, documents)
@@ -114,3 +115,25 @@ def test_a_pool_tokenises_its_notes_once() -> None:
     assert pool.words is pool.words
     assert isinstance(Pool.from_candidates(pool.candidates).words, PoolWords)
     assert math.isclose(float(pool.words.content_sizes.sum()), sum(len(_content(c.text)) for c in pool.candidates))
+
+
+def test_echo_of_a_long_question_matches_the_reference() -> None:
+    # More question words than echo compares one by one: the np.isin route.
+    vocabulary = [f"word{k}" for k in range(40)]
+    texts = [" ".join(vocabulary[k : k + 12]) for k in range(0, 40, 3)] + ["", "the and word3 word3"]
+    question = "Which of " + " ".join(vocabulary[5:35]) + " and zebra?"
+    echo = PoolWords(texts, question).echo().tolist()
+    asked = _content(question)
+    assert echo == [len(asked & _content(text)) / len(asked) for text in texts]
+
+
+def test_the_word_memo_forgets_when_full_without_changing_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    small = words_module._ContentIds(max_characters=200, max_words=30)
+    monkeypatch.setattr(words_module, "_CONTENT_IDS", small)
+    record = _load(PATHS[0])
+    expected = record["expected"]
+    for _ in range(3):  # every call overflows the bounds, so the memo is emptied in between
+        assert_matches(outcome(finish(record)), expected)
+        assert small._characters > 200
+    small.clear()
+    assert not small._texts and not small._vocabulary

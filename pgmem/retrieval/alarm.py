@@ -86,7 +86,7 @@ def family_signals(
     """
     aggregates = {aggregate.family: aggregate for aggregate in pool.families}
     words = pool.words
-    echo = words.echo(content_words(pool.query))
+    echo = words.echo()
     nearest = words.nearest_duplicate([candidate.document_id for candidate in pool.candidates])
     duplicates, echoes = _group_means(pool, families, echo, nearest)
     size = max(pool.size, 1)

@@ -68,6 +68,11 @@ class Calibration:
         object.__setattr__(self, "_regularizers", regularizers)
 
     @property
+    def regularizers(self) -> Mapping[str, float]:
+        """Each family's regulariser ``reg_f``, by family name."""
+        return self._regularizers
+
+    @property
     def quarantined(self) -> frozenset[str]:
         """The families the alarm quarantined in this pool."""
         return frozenset(record.family for record in self.families if record.quarantined)

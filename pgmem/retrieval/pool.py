@@ -43,7 +43,7 @@ class Pool:
     @cached_property
     def words(self) -> PoolWords:
         """The candidates' words, tokenised on first use and shared by the alarm and the packer."""
-        return PoolWords([candidate.text for candidate in self.candidates])
+        return PoolWords([candidate.text for candidate in self.candidates], self.query)
 
     @classmethod
     def from_candidates(

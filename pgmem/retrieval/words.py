@@ -13,7 +13,9 @@ Pure numpy and :mod:`re`: no I/O.
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -28,6 +30,8 @@ _ASCII_NON_WORD_TO_SPACE = str.maketrans(
     {chr(code): " " for code in range(128) if not (chr(code).isalnum() or chr(code) == "_")}
 )
 
+#: Up to this many question words, echo compares word ids one by one.
+_FEW_WORDS = 16
 _Array = npt.NDArray[np.float64]
 _Ints = npt.NDArray[np.int64]
 
@@ -45,86 +49,144 @@ def content_words(text: str) -> frozenset[str]:
     return frozenset(word_list(text)).difference(STOPWORDS)
 
 
+class _ContentIds:
+    """A process-wide memo: a note text -> its distinct content words, as word ids.
+
+    Notes are immutable and the same notes come back in pool after pool, so each text is
+    tokenised once per process, not once per pack. Ids come from one vocabulary; when
+    the memo holds more than ``max_characters`` of text or ``max_words`` words, both are
+    cleared together (never one without the other: a pool's ids must all come from the
+    same vocabulary). The ids never reach an output: they only say which words are equal.
+    """
+
+    def __init__(self, max_characters: int = 8_000_000, max_words: int = 1 << 20) -> None:
+        self.max_characters = max_characters
+        self.max_words = max_words
+        self._lock = threading.Lock()
+        self._vocabulary: dict[str, int] = {}
+        self._texts: dict[str, tuple[int, ...]] = {}
+        self._characters = 0
+
+    def reset_lock(self) -> None:
+        """A fresh lock (in a forked child, where another thread may have held the parent's)."""
+        self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        """Forget every text and word (the next lookups tokenise again)."""
+        with self._lock:
+            self._forget()
+
+    def _forget(self) -> None:
+        self._texts.clear()
+        self._vocabulary.clear()
+        self._characters = 0
+
+    def lookup(self, texts: Sequence[str], question: frozenset[str]) -> tuple[list[tuple[int, ...]], list[int]]:
+        """Each text's content word ids, and the ids of the ``question`` words seen in any text."""
+        with self._lock:
+            if self._characters > self.max_characters or len(self._vocabulary) > self.max_words:
+                self._forget()
+            known = self._texts
+            found = [known.get(text) for text in texts]
+            missing = [text for text, ids in zip(texts, found, strict=True) if ids is None]
+            if missing:
+                self._learn(missing)
+                found = [known[text] for text in texts]
+            vocabulary = self._vocabulary
+            asked = [vocabulary[word] for word in question if word in vocabulary]
+        return found, asked  # type: ignore[return-value]  # every text is known now
+
+    def _learn(self, texts: list[str]) -> None:
+        """Tokenise ``texts`` (new ones) and give their new words the next ids."""
+        vocabulary = self._vocabulary
+        contents = [content_words(text) for text in texts]
+        unseen = [word for word in dict.fromkeys(itertools.chain.from_iterable(contents)) if word not in vocabulary]
+        vocabulary.update(zip(unseen, itertools.count(len(vocabulary))))
+        for text, words in zip(texts, contents, strict=True):
+            self._texts[text] = tuple(map(vocabulary.__getitem__, words))
+        self._characters += sum(map(len, texts))
+
+
+_CONTENT_IDS = _ContentIds()
+os.register_at_fork(after_in_child=_CONTENT_IDS.reset_lock)
+
+
 class PoolWords:
-    """Each note's words and content words, tokenised once.
+    """Each note's content words (as ids) and, on demand, all its words.
 
     Parameters
     ----------
     texts : sequence of str
         The pool's note texts, in candidate order.
+    question : str
+        The question the pool was searched for (the echo is measured against it).
     """
 
-    def __init__(self, texts: Sequence[str]) -> None:
+    def __init__(self, texts: Sequence[str], question: str = "") -> None:
         self.size = len(texts)
-        self._lists = [word_list(text) for text in texts]
+        self._texts = texts
         self._sets: dict[int, frozenset[str]] = {}
-        tokens = list(itertools.chain.from_iterable(self._lists))
-        vocabulary = dict.fromkeys(tokens)
-        self._ids = dict(zip(vocabulary, range(len(vocabulary)), strict=True))
-        width = max(len(vocabulary), 1)
-        ids = np.fromiter(map(self._ids.__getitem__, tokens), dtype=np.int64, count=len(tokens))
-        rows = np.repeat(np.arange(self.size, dtype=np.int64), [len(words) for words in self._lists])
-        stop = np.fromiter(map(STOPWORDS.__contains__, vocabulary), dtype=bool, count=len(vocabulary))
-        content = ~stop[ids] if len(tokens) else np.zeros(0, dtype=bool)
-        # One entry per (note, distinct content word), sorted by note.
-        entries = np.unique(rows[content] * width + ids[content])
-        self.content_rows: _Ints = entries // width
-        self.content_ids: _Ints = entries % width
-        self.content_sizes: _Array = np.bincount(self.content_rows, minlength=self.size).astype(np.float64)
+        self._question = content_words(question)
+        per_note, self._asked = _CONTENT_IDS.lookup(texts, self._question)
+        lengths = [len(ids) for ids in per_note]
+        # One entry per (note, distinct content word), in note order.
+        flat = itertools.chain.from_iterable(per_note)
+        self.content_ids: _Ints = np.fromiter(flat, dtype=np.int64, count=sum(lengths))
+        self.content_rows: _Ints = np.repeat(np.arange(self.size, dtype=np.int64), lengths)
+        self.content_sizes: _Array = np.array(lengths, dtype=np.float64)
 
     def words(self, row: int) -> frozenset[str]:
         """All the words of note ``row`` (stop words included)."""
         found = self._sets.get(row)
         if found is None:
-            found = self._sets[row] = frozenset(self._lists[row])
+            found = self._sets[row] = frozenset(word_list(self._texts[row]))
         return found
 
-    def echo(self, question: frozenset[str]) -> _Array:
-        """Share of ``question``'s words each note's content words contain (0s for no words)."""
-        if not question:
+    def echo(self) -> _Array:
+        """Share of the question's content words each note contains (0s for a question without any)."""
+        if not self._question:
             return np.zeros(self.size)
-        asked = [self._ids[word] for word in question if word in self._ids]
-        hits = np.isin(self.content_ids, asked)
-        return np.bincount(self.content_rows[hits], minlength=self.size) / len(question)
+        if len(self._asked) > _FEW_WORDS:
+            hits = np.isin(self.content_ids, self._asked)
+        else:
+            # A question has a handful of words: one comparison each beats np.isin's sorting.
+            hits = np.zeros(len(self.content_ids), dtype=bool)
+            for word in self._asked:
+                hits |= self.content_ids == word
+        return np.bincount(self.content_rows[hits], minlength=self.size) / len(self._question)
 
     def nearest_duplicate(self, documents: Sequence[str]) -> _Array:
         """For each note, the highest content-word Jaccard with a note of another document."""
         count = self.size
         if count < 2:
             return np.zeros(count)
-        shared = self._shared_counts()
+        shared = self._shared_above_diagonal()
         union = self.content_sizes[:, None] + self.content_sizes[None, :] - shared
-        jaccard = np.divide(shared, union, out=np.zeros_like(shared), where=union > 0)
+        jaccard = np.divide(shared, union, out=np.zeros(shared.shape), where=union > 0)
         number = {document: index for index, document in enumerate(dict.fromkeys(documents))}
         codes = np.fromiter(map(number.__getitem__, documents), dtype=np.int64, count=count)
         jaccard[codes[:, None] == codes[None, :]] = 0.0
-        return np.asarray(jaccard.max(axis=1), dtype=np.float64)
+        # Pairs are counted above the diagonal only: note i's partners are its row and column.
+        nearest: _Array = np.maximum(jaccard.max(axis=1), jaccard.max(axis=0))
+        return nearest
 
-    def _shared_counts(self) -> _Array:
-        """``shared[i, j]``: how many content words notes i and j have in common (i != j exact)."""
+    def _shared_above_diagonal(self) -> _Ints:
+        """``shared[i, j]`` for i < j: how many content words notes i and j have in common (0 elsewhere)."""
         count = self.size
         order = np.argsort(self.content_ids, kind="stable")
         word = self.content_ids[order]
         row = self.content_rows[order]
-        # Runs of one word: a word in k notes makes k*k (note, note) pairs.
+        # Runs of one word, notes ascending within a run (the sort is stable): each entry
+        # pairs with the entries after it in its run, so every pair i < j is counted once.
+        entries = np.arange(len(word))
         starts = np.flatnonzero(np.concatenate(([True], word[1:] != word[:-1])))
         lengths = np.diff(np.append(starts, len(word)))
-        shared_words = lengths > 1
-        starts, lengths = starts[shared_words], lengths[shared_words]
-        if not len(starts):
-            return np.zeros((count, count))
-        # Every entry of a shared word, with its run's start and length.
-        run_start = np.repeat(starts, lengths)
-        run_length = np.repeat(lengths, lengths)
-        entry = run_start + _offsets(lengths)
-        # Each entry paired with every entry of its run.
-        left = np.repeat(entry, run_length)
-        right = np.repeat(run_start, run_length) + _offsets(run_length)
-        pairs = np.bincount(row[left] * count + row[right], minlength=count * count)
-        return pairs.reshape(count, count).astype(np.float64)
-
-
-def _offsets(lengths: _Ints) -> _Ints:
-    """``0..n-1`` for each ``n`` of ``lengths``, concatenated."""
-    ends = np.cumsum(lengths)
-    return np.arange(int(ends[-1]), dtype=np.int64) - np.repeat(ends - lengths, lengths)
+        after = np.repeat(starts + lengths, lengths) - 1 - entries
+        total = int(after.sum())
+        if not total:
+            return np.zeros((count, count), dtype=np.int64)
+        # The partners of entry e are e+1 .. e+after[e], laid end to end.
+        first = entries + 1 - (np.cumsum(after) - after)
+        partner = np.arange(total) + np.repeat(first, after)
+        cells = np.repeat(row * count, after) + row[partner]
+        return np.bincount(cells, minlength=count * count).reshape(count, count)
