@@ -109,6 +109,12 @@ def test_word_list_is_the_regex_on_lowered_text(text: str) -> None:
     assert word_list(text) == _WORD.findall(text.lower())
 
 
+def test_word_list_splits_every_ascii_character_as_the_regex_does() -> None:
+    every = "".join(map(chr, range(128)))
+    for text in (every, every[::-1], " ".join(every), "a".join(every)):
+        assert word_list(text) == _WORD.findall(text.lower())
+
+
 def test_a_pool_tokenises_its_notes_once() -> None:
     record = _load(PATHS[0])
     pool = pool_from_record(record)

@@ -24,12 +24,12 @@ import numpy.typing as npt
 from pgmem.ingestion.entities import STOPWORDS
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-# For ASCII text, \w is [A-Za-z0-9_]: mapping every other ASCII character to a space and
-# splitting finds the same runs as the regex, about 2.5 times faster.
-_ASCII_NON_WORD_TO_SPACE = str.maketrans(
-    {chr(code): " " for code in range(128) if not (chr(code).isalnum() or chr(code) == "_")}
+# For ASCII text, \w is [A-Za-z0-9_]: mapping every other byte to a space and splitting
+# finds the same runs as the regex, about four times faster (bytes.translate is a plain
+# table lookup; str.translate is not).
+_ASCII_NON_WORD_TO_SPACE = bytes(code if chr(code).isalnum() or chr(code) == "_" else 32 for code in range(128)) + (
+    b" " * 128
 )
-
 #: Up to this many question words, echo compares word ids one by one.
 _FEW_WORDS = 16
 _Array = npt.NDArray[np.float64]
@@ -40,7 +40,7 @@ def word_list(text: str) -> list[str]:
     """The ``\\w+`` runs of ``text`` lower-cased, in order (repeats kept)."""
     lowered = text.lower()
     if lowered.isascii():
-        return lowered.translate(_ASCII_NON_WORD_TO_SPACE).split()
+        return lowered.encode("ascii").translate(_ASCII_NON_WORD_TO_SPACE).decode("ascii").split()
     return _WORD.findall(lowered)
 
 
@@ -100,7 +100,8 @@ class _ContentIds:
         """Tokenise ``texts`` (new ones) and give their new words the next ids."""
         vocabulary = self._vocabulary
         contents = [content_words(text) for text in texts]
-        unseen = [word for word in dict.fromkeys(itertools.chain.from_iterable(contents)) if word not in vocabulary]
+        # Set order: ids only ever say which words are equal, never reach an output.
+        unseen = set(itertools.chain.from_iterable(contents)).difference(vocabulary)
         vocabulary.update(zip(unseen, itertools.count(len(vocabulary))))
         for text, words in zip(texts, contents, strict=True):
             self._texts[text] = tuple(map(vocabulary.__getitem__, words))
