@@ -143,3 +143,11 @@ def test_the_word_memo_forgets_when_full_without_changing_results(monkeypatch: p
         assert small._characters > 200
     small.clear()
     assert not small._texts and not small._vocabulary
+
+
+def test_near_duplicates_of_pools_full_of_common_words_match_the_reference() -> None:
+    # More words in >= 16 notes than one bitmask holds: the rest are counted as pairs.
+    texts = [" ".join(f"w{k}" for k in range(70) if (k * 7 + row) % 5) for row in range(60)] + ["w1 w2", ""]
+    documents = [f"d{row % 9}" for row in range(len(texts))]
+    words = PoolWords(texts, "w1 w3 w99?")
+    assert words.nearest_duplicate(documents).tolist() == _reference_nearest(texts, documents)

@@ -182,12 +182,48 @@ class PoolWords:
         entries = np.arange(len(word))
         starts = np.flatnonzero(np.concatenate(([True], word[1:] != word[:-1])))
         lengths = np.diff(np.append(starts, len(word)))
-        after = np.repeat(starts + lengths, lengths) - 1 - entries
+        shared = np.zeros((count, count), dtype=np.int64)
+        common = _common_runs(lengths)
+        if len(common):
+            # A word in many notes (a speaker's name in every turn) would make k*k pairs:
+            # such words are counted as bits instead, popcount of each pair's AND.
+            in_common = np.zeros(len(lengths), dtype=bool)
+            in_common[common] = True
+            bit = np.zeros(len(lengths))
+            bit[common] = 2.0 ** np.arange(len(common))  # exact: at most 52 distinct powers
+            masks = np.bincount(row, weights=np.repeat(bit, lengths), minlength=count).astype(np.uint64)
+            shared += np.triu(_popcount(masks[:, None] & masks[None, :]), 1)
+            lengths_paired = np.where(in_common, 0, lengths)
+        else:
+            lengths_paired = lengths
+        after = np.maximum(np.repeat(starts + lengths_paired, lengths) - 1 - entries, 0)
         total = int(after.sum())
         if not total:
-            return np.zeros((count, count), dtype=np.int64)
+            return shared
         # The partners of entry e are e+1 .. e+after[e], laid end to end.
         first = entries + 1 - (np.cumsum(after) - after)
         partner = np.arange(total) + np.repeat(first, after)
         cells = np.repeat(row * count, after) + row[partner]
-        return np.bincount(cells, minlength=count * count).reshape(count, count)
+        shared += np.bincount(cells, minlength=count * count).reshape(count, count)
+        return shared
+
+
+#: A word in at least this many notes of a pool is counted as a bit, not as pairs.
+_COMMON_WORD_NOTES = 16
+#: How many such words fit one float64-exact bitmask.
+_COMMON_WORDS_MAX = 52
+
+
+def _common_runs(lengths: _Ints) -> _Ints:
+    """The runs (words) counted as bits: the longest, of at least _COMMON_WORD_NOTES notes."""
+    if not hasattr(np, "bitwise_count"):  # numpy < 2: pairs only
+        return np.zeros(0, dtype=np.int64)
+    candidates = np.flatnonzero(lengths >= _COMMON_WORD_NOTES)
+    if len(candidates) > _COMMON_WORDS_MAX:
+        candidates = np.sort(candidates[np.argsort(-lengths[candidates], kind="stable")[:_COMMON_WORDS_MAX]])
+    return candidates
+
+
+def _popcount(values: npt.NDArray[np.uint64]) -> _Ints:
+    counted: _Ints = np.bitwise_count(values).astype(np.int64)
+    return counted
