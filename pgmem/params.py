@@ -9,7 +9,7 @@ allowed range. Every pack records the parameters it used in its diagnostics
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
 
 from pgmem.errors import ConfigurationError
@@ -33,11 +33,25 @@ ROLES: tuple[str, ...] = (
 )
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(kind: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(kind)
+    if names is None:
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in fields(kind))
+    return names
+
+
 class _Params:
     """Shared helpers: ``as_dict`` for diagnostics and ``replace`` with validation."""
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)  # type: ignore[call-overload,no-any-return]
+        # What dataclasses.asdict gives for these flat dataclasses (mappings copied, the
+        # rest immutable scalars), without its deep recursion: every pack's diagnostics
+        # call this three times.
+        values = {name: getattr(self, name) for name in _field_names(type(self))}
+        return {name: dict(value) if isinstance(value, Mapping) else value for name, value in values.items()}
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> Any:

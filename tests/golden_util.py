@@ -9,9 +9,12 @@ neither the modules nor the stored values can drift silently.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import re
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,16 @@ _CANDIDATE_DEFAULTS: dict[str, Any] = {
     "facet_boost": 0.0,
     "link_boost": 0.0,
 }
+
+
+def recorder_main(description: str, target: str, record: Callable[[], None]) -> None:
+    """The ``--record`` command line of a module that writes golden files from the tree it runs on."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--record", action="store_true", help=f"write {target}")
+    if not parser.parse_args().record:
+        parser.print_help()
+        sys.exit(2)
+    record()
 
 
 def golden_paths() -> list[Path]:
@@ -202,6 +215,7 @@ def reference_pack(
     cap = pack_params["family_cap"]
     minimum = pack_params["minimum_effective_score"]
     tokens_left = pack_params["token_budget"]
+
     def largest_overlap(row: dict[str, Any]) -> tuple[float, str | None]:
         max_overlap, overlaps = 0.0, None
         for other in chosen:

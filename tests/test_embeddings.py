@@ -23,6 +23,7 @@ import numpy.typing as npt
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from minilm_golden import RECORDED, SENTENCES
 
 from pgmem.embeddings import (
     Embedder,
@@ -106,6 +107,18 @@ def test_minilm_single_text_equals_its_row_in_a_padded_batch(minilm: MiniLMEmbed
     for row, text in enumerate(batch):
         alone = minilm.embed([text])[0]
         assert cosine(alone, together[row]) > 0.9999
+
+
+def test_minilm_vectors_are_the_recorded_ones_batched_and_single(minilm: MiniLMEmbedder) -> None:
+    # Recorded from the implementation before the single-question path (tests/minilm_golden.py).
+    recorded = np.load(RECORDED)
+    batched = minilm.embed(list(SENTENCES))
+    single = np.stack([minilm.embed([text])[0] for text in SENTENCES])
+    np.testing.assert_allclose(batched, recorded["batched"], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(single, recorded["single"], rtol=0, atol=1e-6)
+    # The read path's call: one distinct question through embed_unique.
+    for row, text in enumerate(SENTENCES[:4]):
+        np.testing.assert_allclose(embed_unique(minilm, [text, text])[1], recorded["single"][row], rtol=0, atol=1e-6)
 
 
 def test_minilm_restores_order_across_sorted_batches() -> None:

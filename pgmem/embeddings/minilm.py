@@ -182,6 +182,11 @@ class MiniLMEmbedder:
         if not items:
             return output
         tokenizer, session = self._loaded()
+        if len(items) == 1:
+            # A question (the read path's one model call): no batch to sort or pad, and
+            # encode() skips encode_batch's hand-off to the tokenizer's thread pool.
+            output[0] = self._run(session, [tokenizer.encode(items[0])])[0]
+            return output
         # The tokenizer is configured once in _loaded() and never mutated afterwards, so
         # concurrent calls can share it; padding is done here in numpy per batch.
         encodings = tokenizer.encode_batch(items)

@@ -30,45 +30,43 @@ the question); support, concentration or newness make it stronger. A family alar
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from pgmem.ingestion.entities import STOPWORDS
 from pgmem.retrieval.pool import Pool
+from pgmem.retrieval.words import content_words
 
-_WORD = re.compile(r"\w+", re.UNICODE)
 #: How many of a family's notes the alarm reads: the ones that echo the question most.
 ALARM_GROUP = 3
 _Array = npt.NDArray[np.float64]
 
+__all__ = ["ALARM_GROUP", "FamilySignals", "content_words", "family_signals"]
+
 
 @dataclass(frozen=True)
 class FamilySignals:
-    """What the alarm read for one family of a pool, and its score (all in [0, 1])."""
+    """What the alarm read for the families of a pool, one list entry per family (all in [0, 1]).
 
-    namespace_count: int
-    pool_share: float
-    namespace_share: float
-    concentration: float
-    newness: float
-    duplicate_density: float
-    question_echo: float
-    support: float
-    score: float
+    The lists follow the order of the ``families`` given to :func:`family_signals`.
+    """
 
-
-def content_words(text: str) -> frozenset[str]:
-    """Lower-cased ``\\w+`` words of ``text`` without stop words."""
-    return frozenset(_WORD.findall(text.lower())).difference(STOPWORDS)
+    namespace_count: list[int]
+    pool_share: list[float]
+    namespace_share: list[float]
+    concentration: list[float]
+    newness: list[float]
+    duplicate_density: list[float]
+    question_echo: list[float]
+    support: list[float]
+    score: list[float]
 
 
 def family_signals(
     pool: Pool, families: Sequence[str], shrunk_z: _Array, tau: float, recency_window: float
-) -> dict[str, FamilySignals]:
+) -> FamilySignals:
     """The alarm's inputs and score for each of ``families`` (the pool's, sorted).
 
     Parameters
@@ -87,42 +85,64 @@ def family_signals(
         Seconds over which a family stops counting as new.
     """
     aggregates = {aggregate.family: aggregate for aggregate in pool.families}
-    candidates = pool.candidates
-    words = [content_words(candidate.text) for candidate in candidates]
-    echo = _echo(content_words(pool.query), words)
-    nearest = _nearest_duplicate(words, [candidate.document_id for candidate in candidates])
-    members: dict[str, list[int]] = {}
-    for index, candidate in enumerate(candidates):
-        members.setdefault(candidate.family, []).append(index)
+    words = pool.words
+    echo = words.echo()
+    nearest = words.nearest_duplicate([candidate.document_id for candidate in pool.candidates])
+    duplicates, echoes = _group_means(pool, families, echo, nearest)
     size = max(pool.size, 1)
-    signals: dict[str, FamilySignals] = {}
-    for position, name in enumerate(families):
+    notes = pool.namespace_notes
+    namespace_age = pool.namespace_age_seconds
+    signals = FamilySignals([], [], [], [], [], [], [], [], [])
+    for name, z, duplicate, question_echo in zip(families, shrunk_z.tolist(), duplicates, echoes, strict=True):
         aggregate = aggregates[name]
-        rows = members.get(name, [])
         pool_share = aggregate.count / size
-        namespace_share = aggregate.namespace_count / pool.namespace_notes if pool.namespace_notes > 0 else 0.0
-        concentration = _clip(1.0 - namespace_share / pool_share) if pool.namespace_notes > 0 else 0.0
-        newness = _newness(aggregate.age_seconds, pool.namespace_age_seconds, recency_window)
-        # The family's most question-like notes: an attacker writing for many questions
-        # has many notes in a pool, and only the group aimed at this question colludes.
-        group = sorted(rows, key=lambda row: (-echo[row], row))[:ALARM_GROUP]
-        duplicate = float(np.mean(nearest[group])) if group else 0.0
-        question_echo = float(np.mean(echo[group])) if group else 0.0
-        support = _clip(math.tanh(float(shrunk_z[position]) / tau))
+        namespace_share = aggregate.namespace_count / notes if notes > 0 else 0.0
+        concentration = _clip(1.0 - namespace_share / pool_share) if notes > 0 else 0.0
+        newness = _newness(aggregate.age_seconds, namespace_age, recency_window)
+        support = _clip(math.tanh(z / tau))
         strength = max(support, concentration, newness)
-        score = _clip(question_echo * math.sqrt(duplicate) * (0.5 + 0.5 * strength))
-        signals[name] = FamilySignals(
-            namespace_count=aggregate.namespace_count,
-            pool_share=pool_share,
-            namespace_share=namespace_share,
-            concentration=concentration,
-            newness=newness,
-            duplicate_density=duplicate,
-            question_echo=question_echo,
-            support=support,
-            score=score,
-        )
+        signals.namespace_count.append(aggregate.namespace_count)
+        signals.pool_share.append(pool_share)
+        signals.namespace_share.append(namespace_share)
+        signals.concentration.append(concentration)
+        signals.newness.append(newness)
+        signals.duplicate_density.append(duplicate)
+        signals.question_echo.append(question_echo)
+        signals.support.append(support)
+        signals.score.append(_clip(question_echo * math.sqrt(duplicate) * (0.5 + 0.5 * strength)))
     return signals
+
+
+def _group_means(pool: Pool, families: Sequence[str], echo: _Array, nearest: _Array) -> tuple[list[float], list[float]]:
+    """Per family, the mean near-duplicate density and echo of its group (0 without notes).
+
+    A family's group is its (at most :data:`ALARM_GROUP`) most question-like notes, ties
+    by pool order: an attacker writing for many questions has many notes in a pool, and
+    only the group aimed at this question colludes.
+    """
+    number = {name: index for index, name in enumerate(families)}
+    family_of = np.fromiter(
+        map(number.__getitem__, [candidate.family for candidate in pool.candidates]),
+        dtype=np.int64,
+        count=len(pool.candidates),
+    )
+    # Stable: within a family and an echo value, pool order.
+    order = np.lexsort((-echo, family_of))
+    grouped = family_of[order]
+    rank = np.arange(len(grouped)) - np.searchsorted(grouped, grouped)
+    chosen = order[rank < ALARM_GROUP]
+    members = np.bincount(family_of[chosen], minlength=len(families))
+    # bincount adds each family's values in group order, as a sum over the group would.
+    sums = np.stack(
+        [
+            np.bincount(family_of[chosen], weights=nearest[chosen], minlength=len(families)),
+            np.bincount(family_of[chosen], weights=echo[chosen], minlength=len(families)),
+        ]
+    )
+    means = np.divide(sums, members, out=np.zeros_like(sums), where=members > 0)
+    duplicates: list[float] = means[0].tolist()
+    echoes: list[float] = means[1].tolist()
+    return duplicates, echoes
 
 
 def _clip(value: float) -> float:
@@ -133,31 +153,3 @@ def _newness(family_age: float | None, namespace_age: float | None, window: floa
     if family_age is None or namespace_age is None or window <= 0:
         return 0.0
     return _clip(math.exp(-max(family_age, 0.0) / window) - math.exp(-max(namespace_age, 0.0) / window))
-
-
-def _echo(question: frozenset[str], notes: list[frozenset[str]]) -> _Array:
-    """Share of the question's content words each note contains (0 for an empty question)."""
-    if not question:
-        return np.zeros(len(notes))
-    return np.array([len(question & note) / len(question) for note in notes], dtype=np.float64)
-
-
-def _nearest_duplicate(notes: list[frozenset[str]], documents: list[str]) -> _Array:
-    """For each note, the highest word Jaccard with a note of another document."""
-    count = len(notes)
-    if count < 2:
-        return np.zeros(count)
-    vocabulary: dict[str, int] = {}
-    columns = [vocabulary.setdefault(word, len(vocabulary)) for note in notes for word in note]
-    rows = np.repeat(np.arange(count), [len(note) for note in notes])
-    # float32 counts are exact (far below 2**24) and make the product a single-precision
-    # GEMM, about twice as fast; the division below is in float64 as before.
-    incidence = np.zeros((count, max(len(vocabulary), 1)), dtype=np.float32)
-    incidence[rows, columns] = 1.0
-    shared = (incidence @ incidence.T).astype(np.float64)
-    sizes = np.array([len(note) for note in notes], dtype=np.float64)
-    union = sizes[:, None] + sizes[None, :] - shared
-    jaccard = np.divide(shared, union, out=np.zeros_like(shared), where=union > 0)
-    document = np.array(documents, dtype=object)
-    jaccard[document[:, None] == document[None, :]] = 0.0
-    return np.asarray(jaccard.max(axis=1), dtype=np.float64)

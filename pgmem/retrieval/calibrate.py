@@ -68,6 +68,11 @@ class Calibration:
         object.__setattr__(self, "_regularizers", regularizers)
 
     @property
+    def regularizers(self) -> Mapping[str, float]:
+        """Each family's regulariser ``reg_f``, by family name."""
+        return self._regularizers
+
+    @property
     def quarantined(self) -> frozenset[str]:
         """The families the alarm quarantined in this pool."""
         return frozenset(record.family for record in self.families if record.quarantined)
@@ -221,45 +226,74 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
     names = [aggregate.family for aggregate in families]
     signals = family_signals(pool, names, shrunk_z, params.tau, params.recency_window)
     threshold = params.alarm_threshold
-    alarmed = [threshold is not None and signals[name].score >= threshold for name in names]
+    alarmed = [threshold is not None and score >= threshold for score in signals.score]
     # The alarm is a defence, not a calibration: it quarantines in every mode but the
     # relevance-only ablation, degraded pool or not, so no mode ever rewards a flagged family.
     quarantined = [flag and mode != "relevance" for flag in alarmed]
     for i, flag in enumerate(quarantined):
         if flag:
-            regularizer[i] = -params.quarantine_penalty * signals[names[i]].score
+            regularizer[i] = -params.quarantine_penalty * signals.score[i]
 
+    # Each column turned into Python floats once (tolist), then one record per family.
+    columns = zip(
+        families,
+        expected_sum.tolist(),
+        expected_variance.tolist(),
+        z.tolist(),
+        shrunk_z.tolist(),
+        corroboration.tolist(),
+        reliability.tolist(),
+        uncertainty.tolist(),
+        regularizer.tolist(),
+        floor_dominated.tolist(),
+        feedback_reliability.tolist(),
+        feedback_z.tolist(),
+        strict=True,
+    )
     records = tuple(
         FamilyCalibration(
             family=aggregate.family,
             count=aggregate.count,
             score_sum=aggregate.score_sum,
             mean_confidence=aggregate.mean_confidence,
-            expected_sum=float(expected_sum[i]),
-            expected_variance=float(expected_variance[i]),
-            z=float(z[i]),
-            shrunk_z=float(shrunk_z[i]),
-            corroboration=float(corroboration[i]),
-            reliability=float(reliability[i]),
-            uncertainty=float(uncertainty[i]),
-            regularizer=float(regularizer[i]),
-            variance_floor_dominated=bool(floor_dominated[i]),
+            expected_sum=expected_sum_f,
+            expected_variance=expected_variance_f,
+            z=z_f,
+            shrunk_z=shrunk_z_f,
+            corroboration=corroboration_f,
+            reliability=reliability_f,
+            uncertainty=uncertainty_f,
+            regularizer=regularizer_f,
+            variance_floor_dominated=floor_dominated_f,
             feedback_helpful=aggregate.feedback_helpful,
             feedback_unhelpful=aggregate.feedback_unhelpful,
-            feedback_reliability=float(feedback_reliability[i]),
-            feedback_z=float(feedback_z[i]),
-            namespace_count=signals[aggregate.family].namespace_count,
-            pool_share=signals[aggregate.family].pool_share,
-            namespace_share=signals[aggregate.family].namespace_share,
-            newness=signals[aggregate.family].newness,
-            duplicate_density=signals[aggregate.family].duplicate_density,
-            question_echo=signals[aggregate.family].question_echo,
-            alarm_score=signals[aggregate.family].score,
+            feedback_reliability=feedback_reliability_f,
+            feedback_z=feedback_z_f,
+            namespace_count=signals.namespace_count[i],
+            pool_share=signals.pool_share[i],
+            namespace_share=signals.namespace_share[i],
+            newness=signals.newness[i],
+            duplicate_density=signals.duplicate_density[i],
+            question_echo=signals.question_echo[i],
+            alarm_score=signals.score[i],
             alarm_threshold=threshold,
             alarmed=alarmed[i],
             quarantined=quarantined[i],
         )
-        for i, aggregate in enumerate(families)
+        for i, (
+            aggregate,
+            expected_sum_f,
+            expected_variance_f,
+            z_f,
+            shrunk_z_f,
+            corroboration_f,
+            reliability_f,
+            uncertainty_f,
+            regularizer_f,
+            floor_dominated_f,
+            feedback_reliability_f,
+            feedback_z_f,
+        ) in enumerate(columns)
     )
     return Calibration(mode, degraded, reasons, records, params.eps, params.quarantine_cap)
 

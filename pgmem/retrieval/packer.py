@@ -22,6 +22,7 @@ from pgmem.errors import InputError
 from pgmem.params import PackParams
 from pgmem.retrieval.calibrate import Calibration
 from pgmem.retrieval.pool import Pool
+from pgmem.retrieval.words import word_list
 from pgmem.types import Candidate, PackItem, Rejection
 
 OVERLAP = "overlap"
@@ -32,7 +33,6 @@ TOKEN_BUDGET = "token_budget"
 QUARANTINE = "quarantine"
 REJECTION_REASONS: tuple[str, ...] = (OVERLAP, BELOW_MINIMUM, ROLE_QUOTA, FAMILY_CAP, TOKEN_BUDGET, QUARANTINE)
 
-_WORD = re.compile(r"\w+", re.UNICODE)
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
 
@@ -143,7 +143,8 @@ def rank_and_pack(
     missing = sorted({c.family for c in candidates} - known)
     if missing:
         raise InputError(f"candidate family {missing[0]!r} is missing from the calibration")
-    regularizers = [calibration.regularizer(c.family) for c in candidates]
+    regularizer_of = calibration.regularizers
+    regularizers = [regularizer_of[c.family] for c in candidates]
     base = np.array([c.base_score for c in candidates], dtype=np.float64)
     normalized = (base - pool.mean) / math.sqrt(pool.variance + calibration.eps)
     final = normalized + np.array(regularizers, dtype=np.float64)
@@ -151,8 +152,11 @@ def rank_and_pack(
         raise InputError("candidate base scores and pool aggregates must be finite")
     normalized_scores: list[float] = normalized.tolist()
     final_scores: list[float] = final.tolist()
-    order = sorted(range(len(candidates)), key=lambda i: (-final_scores[i], candidates[i].note_id))
-    overlaps = _Overlaps(candidates)
+    # Sorting (-final, note id, index) tuples gives the scan order without a key function.
+    negated = [-score for score in final_scores]
+    ranked = sorted(zip(negated, [c.note_id for c in candidates], range(len(candidates)), strict=True))
+    order = [index for _, _, index in ranked]
+    overlaps = _Overlaps(candidates, pool.words.words)
     quarantined = calibration.quarantined
     items: list[PackItem] = []
     rejections: list[Rejection] = []
@@ -274,20 +278,15 @@ class _Overlaps:
     so the scan order never reads words of candidates it does not reach.
     """
 
-    def __init__(self, candidates: tuple[Candidate, ...]) -> None:
+    def __init__(self, candidates: tuple[Candidate, ...], words: Callable[[int], frozenset[str]]) -> None:
         self.candidates = candidates
         self.selected: list[int] = []
         self.seen: dict[int, int] = {}  # candidate -> how many selections it was compared with
         self.best: dict[int, tuple[float, str | None]] = {}
-        self.words: dict[int, frozenset[str]] = {}
+        self._words_of = words  # the pool's words of a candidate, tokenised once per pool
 
     def select(self, index: int) -> None:
         self.selected.append(index)
-
-    def _words_of(self, index: int) -> frozenset[str]:
-        if index not in self.words:
-            self.words[index] = _words(self.candidates[index].text)
-        return self.words[index]
 
     def _update(self, index: int) -> tuple[float, str | None]:
         best = self.best.get(index, (0.0, None))
@@ -312,7 +311,7 @@ class _Overlaps:
 
 
 def _words(text: str) -> frozenset[str]:
-    return frozenset(_WORD.findall(text.lower()))
+    return frozenset(word_list(text))
 
 
 def _span_overlap(a: Candidate, b: Candidate) -> float:
@@ -331,6 +330,8 @@ def _jaccard(words_a: frozenset[str], words_b: frozenset[str]) -> float:
 
 
 def _check_unique_ids(candidates: tuple[Candidate, ...]) -> None:
+    if len({candidate.note_id for candidate in candidates}) == len(candidates):
+        return
     seen: set[str] = set()
     for candidate in candidates:
         if candidate.note_id in seen:

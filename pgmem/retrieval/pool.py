@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
+from pgmem.retrieval.words import PoolWords
 from pgmem.types import Candidate, FamilyAggregate
 
 
@@ -37,6 +39,11 @@ class Pool:
     #: Notes in the namespace (0 = unknown) and seconds since it was created (None = unknown).
     namespace_notes: int = 0
     namespace_age_seconds: float | None = None
+
+    @cached_property
+    def words(self) -> PoolWords:
+        """The candidates' words, tokenised on first use and shared by the alarm and the packer."""
+        return PoolWords([candidate.text for candidate in self.candidates], self.query)
 
     @classmethod
     def from_candidates(
