@@ -22,6 +22,7 @@ from pgmem.eval.peers import (
     build_store,
     interleave,
     locomo_store,
+    plot_peers,
     recall_at,
     spread,
     sqlalchemy_url,
@@ -165,3 +166,16 @@ def test_the_peers_index_pgmems_notes_and_answer_on_the_same_vectors(
             assert np.allclose(vectors[dense("", note.vector)[0]], note.vector)
     finally:
         peer.close()
+
+
+def test_the_plot_shows_latency_and_the_ratio_against_store_size(tmp_path: Any) -> None:
+    def row(p50: float, ratio: float) -> dict[str, Any]:
+        latency = {"p50": p50, "p95": 2 * p50, "p99": 3 * p50, "mean": p50}
+        return {"recall_at_8": 50.0, "latency_ms": latency, "pgmem_over_system": {"p50": ratio}}
+
+    points = [
+        {"notes": n, "systems": {"pgmem": row(10.0 * f, 1.0), "peer": row(2.0 * f, 5.0)}}
+        for n, f in ((3000, 1), (9000, 2))
+    ]
+    path = plot_peers(points, tmp_path / "peers.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

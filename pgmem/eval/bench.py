@@ -12,6 +12,10 @@ gives the figures: p50 / p95 / p99 of the whole call and of each stage the pack'
 diagnostics time (embedding the question, stage one, calibrate and pack).
 
 With the hashing embedder (the default here) the vectors carry no meaning: latency only.
+
+``--peers`` runs the side-by-side comparison of :mod:`pgmem.eval.peers` instead (LangChain
+and LlamaIndex ``PGVectorStore`` on the same server, vectors and questions; MiniLM by
+default, since recall is reported too).
 """
 
 from __future__ import annotations
@@ -250,18 +254,18 @@ def _print_point(console: Console, point: dict[str, Any]) -> None:
         console.print(f"  index rebuild (s): {point['reindex_seconds']}")
 
 
-def latency_plot(width: float, height: float) -> tuple[Any, Any]:
-    """A figure and its one axis for a latency-against-store-size plot (the 'eval' extra)."""
+def latency_plot(width: float, height: float, panels: int = 1) -> tuple[Any, Any]:
+    """A figure and its axes (one per panel, side by side) for plots against store size (the 'eval' extra)."""
     try:
         from matplotlib.figure import Figure
     except ImportError as exc:
         raise ConfigurationError("--plot needs the 'eval' extra: pip install 'pgmem[eval]'") from exc
     figure = Figure(figsize=(width, height), layout="constrained")
-    return figure, figure.add_subplot()
+    return figure, figure.subplots(1, panels, squeeze=False)[0]
 
 
-def save_latency_plot(figure: Any, axis: Any, path: Path, *, ylabel: str, title: str, legend_size: float = 10) -> Path:
-    """Log-scale store size, latency from zero, grid and legend; written as a PNG."""
+def format_size_axis(axis: Any, *, ylabel: str, title: str, legend_size: float = 10) -> None:
+    """Log-scale store size, values from zero, grid, legend and title."""
     axis.set_xscale("log")
     axis.set_xlabel("notes in the namespace (log scale)")
     axis.set_ylabel(ylabel)
@@ -269,19 +273,19 @@ def save_latency_plot(figure: Any, axis: Any, path: Path, *, ylabel: str, title:
     axis.grid(alpha=0.3)
     axis.legend(fontsize=legend_size)
     axis.set_title(title)
-    figure.savefig(path, dpi=120)
-    return path
 
 
 def plot_bench(points: Sequence[dict[str, Any]], path: Path) -> Path:
     """Stage-one and whole-pack latency (p50, p95) against store size, as a PNG."""
-    figure, axis = latency_plot(6.4, 4.0)
+    figure, (axis,) = latency_plot(6.4, 4.0)
     notes = [point["notes"] for point in points]
     for stage, colour in (("stage_one", "tab:blue"), ("pack", "tab:orange")):
         for quantile, style in (("p50", "-o"), ("p95", "--o")):
             values = [point["latency_ms"][stage][quantile] for point in points]
             axis.plot(notes, values, style, color=colour, label=f"{stage} {quantile}")
-    return save_latency_plot(figure, axis, path, ylabel="ms (warm pass)", title="pgmem pack latency against store size")
+    format_size_axis(axis, ylabel="ms (warm pass)", title="pgmem pack latency against store size")
+    figure.savefig(path, dpi=120)
+    return path
 
 
 def bench_command(args: argparse.Namespace, console: Console, *, connect: Callable[[argparse.Namespace], Any]) -> int:

@@ -49,12 +49,12 @@ from pgmem.api import ingest
 from pgmem.embeddings import Embedder, embed_unique
 from pgmem.errors import ConfigurationError
 from pgmem.eval.bench import (
+    format_size_axis,
     latency_plot,
     load_average,
     percentiles,
     real_sentences,
     recombined,
-    save_latency_plot,
 )
 from pgmem.eval.datasets import load_locomo
 from pgmem.eval.metrics import QuestionResult, evidence_recall
@@ -673,8 +673,9 @@ def _print_point(console: Any, point: dict[str, Any]) -> None:
 
 
 def plot_peers(points: Sequence[dict[str, Any]], path: Path) -> Path:
-    """p50 (solid) and p95 (dashed) of every system against store size, recall in the legend."""
-    figure, axis = latency_plot(7.2, 4.4)
+    """Left: p50 (solid) and p95 (dashed) of every system against store size, recall in the
+    legend. Right: pgmem's p50 over each peer's, the figure that load on the machine moves least."""
+    figure, (latency, ratio) = latency_plot(11.0, 4.6, panels=2)
     notes = [point["notes"] for point in points]
     for number, name in enumerate(points[0]["systems"]):
         colour = f"C{number}"
@@ -682,15 +683,20 @@ def plot_peers(points: Sequence[dict[str, Any]], path: Path) -> Path:
         for quantile, style in (("p50", "-o"), ("p95", "--o")):
             values = [point["systems"][name]["latency_ms"][quantile] for point in points]
             label = f"{name} (recall@8 {recalls})" if quantile == "p50" else None
-            axis.plot(notes, values, style, color=colour, label=label, markersize=4)
-    return save_latency_plot(
-        figure,
-        axis,
-        path,
+            latency.plot(notes, values, style, color=colour, label=label, markersize=4)
+        if name != "pgmem":
+            ratios = [point["systems"][name]["pgmem_over_system"]["p50"] for point in points]
+            ratio.plot(notes, ratios, "-o", color=colour, label=name, markersize=4)
+    ratio.axhline(1.0, color="black", linewidth=0.8)
+    format_size_axis(
+        latency,
         ylabel="ms per question, p50 solid / p95 dashed",
-        title="pgmem and its peers: same server, vectors, questions (interleaved)",
+        title="same server, vectors and questions, interleaved",
         legend_size=7,
     )
+    format_size_axis(ratio, ylabel="pgmem p50 ÷ system p50", title="how many times slower pgmem is", legend_size=7)
+    figure.savefig(path, dpi=120)
+    return path
 
 
 def peers_command(
