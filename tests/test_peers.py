@@ -179,3 +179,17 @@ def test_the_plot_shows_latency_and_the_ratio_against_store_size(tmp_path: Any) 
     ]
     path = plot_peers(points, tmp_path / "peers.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_peers_without_the_extra_names_it_before_starting_a_server(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pgmem.eval.peers import peer_versions
+
+    if peer_versions()["langchain-postgres"] and peer_versions()["llama-index-vector-stores-postgres"]:
+        pytest.skip("the peers extra is installed here")
+    from pgmem.cli import main
+
+    assert main(["bench", "--peers", "--home", str(tmp_path / "home"), "--out", str(tmp_path / "out")]) == 1
+    assert "--peers needs the 'peers' extra" in capsys.readouterr().err
+    assert not (tmp_path / "home").exists()

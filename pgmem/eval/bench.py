@@ -334,8 +334,9 @@ def _peers(
     connect: Callable[[argparse.Namespace], Any],
 ) -> int:
     """``pgmem bench --peers`` (pgmem.eval.peers); MiniLM unless --embedder says otherwise."""
-    from pgmem.eval.peers import peers_command, plot_peers
+    from pgmem.eval.peers import peers_command, plot_peers, require_peers
 
+    require_peers()  # before starting a server
     embedder = get_embedder(args.embedder or "minilm")
     with connect(args) as conn:
         machine = _machine(conn)

@@ -117,6 +117,15 @@ def peer_versions() -> dict[str, str | None]:
     return versions
 
 
+def require_peers() -> None:
+    """ConfigurationError naming ``--peers`` and the extra when the peers are not installed."""
+    missing = [p for p in ("langchain-postgres", "llama-index-vector-stores-postgres") if peer_versions()[p] is None]
+    if missing:
+        raise ConfigurationError(
+            f"--peers needs the 'peers' extra ({', '.join(missing)} missing): pip install 'pgmem[peers]'"
+        )
+
+
 # -- the store -------------------------------------------------------------------------
 
 
@@ -708,11 +717,7 @@ def peers_command(
     save: Callable[[dict[str, Any]], None] = lambda result: None,
 ) -> dict[str, Any]:
     """``pgmem bench --peers``: the comparison, printed and saved (``save``) after each size."""
-    missing = [p for p in ("langchain-postgres", "llama-index-vector-stores-postgres") if peer_versions()[p] is None]
-    if missing:
-        raise ConfigurationError(
-            f"--peers needs the 'peers' extra ({', '.join(missing)} missing): pip install 'pgmem[peers]'"
-        )
+    require_peers()
     data = Path(args.data_dir)
     real, questions = locomo_store(data / "locomo" / "locomo_dev5.json")
     sentences, _ = real_sentences(data)
