@@ -220,25 +220,22 @@ class StoredNote:
     vector: npt.NDArray[np.float32]
 
 
-def stored_notes(conn: psycopg.Connection[Any], namespace: str, skip: frozenset[str] = frozenset()) -> list[StoredNote]:
-    """The namespace's notes with their stored vectors, in id order, less the ids in ``skip``."""
+def stored_notes(conn: psycopg.Connection[Any], namespace: str) -> list[StoredNote]:
+    """The namespace's notes with their stored vectors, in id order."""
     rows = conn.execute(
         "SELECT note_id::text, external_id, text, embedding::text FROM pgmem.notes WHERE namespace = %s"
         " ORDER BY note_id",
         (namespace,),
     ).fetchall()
-    return [
-        StoredNote(str(r[0]), r[1], str(r[2]), np.asarray(json.loads(r[3]), dtype=np.float32))
-        for r in rows
-        if str(r[0]) not in skip
-    ]
+    return [StoredNote(str(r[0]), r[1], str(r[2]), np.asarray(json.loads(r[3]), dtype=np.float32)) for r in rows]
 
 
 class VectorLookup:
     """Text → the vector pgmem has for it: the peers' embedding model, with no model behind it.
 
-    Every note text and question is looked up, never embedded; a text it does not know
-    is an error, so no system can pay for (or skip) an embedding the others do not.
+    It holds the question vectors (the notes reach the peers with their stored vectors
+    attached); a text it does not know is an error, so no peer can pay for (or skip) an
+    embedding the others do not.
     """
 
     def __init__(self, dimension: int) -> None:
@@ -255,9 +252,6 @@ class VectorLookup:
             return self._vectors[text]
         except KeyError:
             raise ConfigurationError(f"no precomputed vector for {text[:60]!r}") from None
-
-    def __len__(self) -> int:
-        return len(self._vectors)
 
 
 # -- the systems -------------------------------------------------------------------------
