@@ -396,6 +396,14 @@ def build_parser() -> argparse.ArgumentParser:
     p_bench.add_argument("--plot", action="store_true", help="write bench.png (needs the 'eval' extra)")
     p_bench.add_argument("--data-dir", default="../shared/data", help="folder of the shared datasets")
     p_bench.add_argument("--out", default="eval-out/bench", help="folder for bench.json (and bench.png)")
+    p_bench.add_argument(
+        "--peers",
+        action="store_true",
+        help="compare with LangChain and LlamaIndex PGVectorStore on the same server (needs the 'peers' extra)",
+    )
+    p_bench.add_argument(
+        "--no-sweep", action="store_true", help="with --peers: skip the sweep for the peers' best setting"
+    )
     return parser
 
 

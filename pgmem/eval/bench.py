@@ -12,6 +12,10 @@ gives the figures: p50 / p95 / p99 of the whole call and of each stage the pack'
 diagnostics time (embedding the question, stage one, calibrate and pack).
 
 With the hashing embedder (the default here) the vectors carry no meaning: latency only.
+
+``--peers`` runs the side-by-side comparison of :mod:`pgmem.eval.peers` instead (LangChain
+and LlamaIndex ``PGVectorStore`` on the same server, vectors and questions; MiniLM by
+default, since recall is reported too).
 """
 
 from __future__ import annotations
@@ -218,12 +222,17 @@ def run_bench(
     return points
 
 
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (None where the platform has none)."""
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+
+
 def _machine(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     return {
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
         "cores": os.cpu_count(),
-        "load_average": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
+        "load_average": load_average(),
         "postgresql": _one(conn, "SHOW server_version"),
         "pgvector": _one(conn, "SELECT extversion FROM pg_extension WHERE extname = 'vector'"),
     }
@@ -245,26 +254,36 @@ def _print_point(console: Console, point: dict[str, Any]) -> None:
         console.print(f"  index rebuild (s): {point['reindex_seconds']}")
 
 
-def plot_bench(points: Sequence[dict[str, Any]], path: Path) -> Path:
-    """Stage-one and whole-pack latency (p50, p95) against store size, as a PNG."""
+def latency_plot(width: float, height: float, panels: int = 1) -> tuple[Any, Any]:
+    """A figure and its axes (one per panel, side by side) for plots against store size (the 'eval' extra)."""
     try:
         from matplotlib.figure import Figure
     except ImportError as exc:
         raise ConfigurationError("--plot needs the 'eval' extra: pip install 'pgmem[eval]'") from exc
-    figure = Figure(figsize=(6.4, 4.0), layout="constrained")
-    axis = figure.add_subplot()
+    figure = Figure(figsize=(width, height), layout="constrained")
+    return figure, figure.subplots(1, panels, squeeze=False)[0]
+
+
+def format_size_axis(axis: Any, *, ylabel: str, title: str, legend_size: float = 10) -> None:
+    """Log-scale store size, values from zero, grid, legend and title."""
+    axis.set_xscale("log")
+    axis.set_xlabel("notes in the namespace (log scale)")
+    axis.set_ylabel(ylabel)
+    axis.set_ylim(bottom=0)
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=legend_size)
+    axis.set_title(title)
+
+
+def plot_bench(points: Sequence[dict[str, Any]], path: Path) -> Path:
+    """Stage-one and whole-pack latency (p50, p95) against store size, as a PNG."""
+    figure, (axis,) = latency_plot(6.4, 4.0)
     notes = [point["notes"] for point in points]
     for stage, colour in (("stage_one", "tab:blue"), ("pack", "tab:orange")):
         for quantile, style in (("p50", "-o"), ("p95", "--o")):
             values = [point["latency_ms"][stage][quantile] for point in points]
             axis.plot(notes, values, style, color=colour, label=f"{stage} {quantile}")
-    axis.set_xscale("log")
-    axis.set_xlabel("notes in the namespace (log scale)")
-    axis.set_ylabel("ms (warm pass)")
-    axis.set_ylim(bottom=0)
-    axis.grid(alpha=0.3)
-    axis.legend()
-    axis.set_title("pgmem pack latency against store size")
+    format_size_axis(axis, ylabel="ms (warm pass)", title="pgmem pack latency against store size")
     figure.savefig(path, dpi=120)
     return path
 
@@ -277,11 +296,13 @@ def bench_command(args: argparse.Namespace, console: Console, *, connect: Callab
         raise ConfigurationError(f"--notes must be comma-separated integers, got {args.notes!r}") from None
     if args.questions < 200:
         console.print(f"[yellow]note: {args.questions} questions (the figures in docs/ use at least 200)[/yellow]")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if getattr(args, "peers", False):
+        return _peers(args, console, sizes, out, connect)
     sentences, all_questions = real_sentences(Path(args.data_dir))
     questions = all_questions[: args.questions]
     embedder = get_embedder(args.embedder or "hashing:384")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     with connect(args) as conn:
         machine = _machine(conn)
         points = run_bench(
@@ -295,11 +316,39 @@ def bench_command(args: argparse.Namespace, console: Console, *, connect: Callab
             reindex=args.reindex,
             report=lambda point: _print_point(console, point),
         )
-        machine["load_average_after"] = [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+        machine["load_average_after"] = load_average()
     result = {"benchmark": "pgmem bench", "embedder": embedder.name, "machine": machine, "points": points}
     (out / "bench.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     written = [out / "bench.json"]
     if args.plot:
         written.append(plot_bench(points, out / "bench.png"))
+    console.print(f"written: {', '.join(map(str, written))}")
+    return 0
+
+
+def _peers(
+    args: argparse.Namespace,
+    console: Console,
+    sizes: Sequence[int],
+    out: Path,
+    connect: Callable[[argparse.Namespace], Any],
+) -> int:
+    """``pgmem bench --peers`` (pgmem.eval.peers); MiniLM unless --embedder says otherwise."""
+    from pgmem.eval.peers import peers_command, plot_peers, require_peers
+
+    require_peers()  # before starting a server
+    embedder = get_embedder(args.embedder or "minilm")
+    with connect(args) as conn:
+        machine = _machine(conn)
+
+        def save(result: dict[str, Any]) -> None:
+            machine["load_average_after"] = load_average()
+            report = {"benchmark": "pgmem bench --peers", "embedder": embedder.name, "machine": machine, **result}
+            (out / "peers.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+        result = peers_command(args, console, conn, sizes, embedder, save)
+    written = [out / "peers.json"]
+    if args.plot:
+        written.append(plot_peers(result["points"], out / "peers.png"))
     console.print(f"written: {', '.join(map(str, written))}")
     return 0
