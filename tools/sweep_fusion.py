@@ -26,11 +26,12 @@ The corpora are ingested idempotently under the ``eval-`` prefix, so a store bui
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +55,12 @@ THRESHOLD_PERCENTILES = tuple(range(5, 100, 5))
 Fusion = Callable[[Components], np.ndarray]
 
 
-def _memoise_duplicates() -> None:
-    """The family alarm's nearest-duplicate matrix depends on the pool's texts only, not
-    on the scores: computed once per pool instead of once per fusion (the sweep's
-    dominant cost on a 2-core machine, not a change of any result)."""
+@contextlib.contextmanager
+def memoised_duplicates() -> Iterator[None]:
+    """Within: the family alarm's nearest-duplicate matrix, which depends on the pool's
+    texts only and not on the scores, is computed once per pool instead of once per fusion
+    (the sweep's dominant cost on a 2-core machine; no result changes). Timings are taken
+    outside, with the read path's own code."""
     compute = alarm._nearest_duplicate
     cache: dict[tuple[Any, ...], Any] = {}
 
@@ -68,6 +71,10 @@ def _memoise_duplicates() -> None:
         return cache[key]
 
     alarm._nearest_duplicate = memoised  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        alarm._nearest_duplicate = compute  # type: ignore[assignment]
 
 
 def _fusions() -> dict[str, tuple[Fusion, float]]:
@@ -86,16 +93,17 @@ def collect(conn: Any, name: str, data_dir: Path, embedder: Any) -> dict[str, An
     questions, requests, pools = answerable_pools(conn, load_dataset(name, data_dir), embedder)
     parts = [components(pool, DEFAULT) for pool in pools]
     recalls: dict[str, list[float]] = {}
-    for label, (fuse, link_weight) in _fusions().items():
-        row = []
-        for question, request, pool, part in zip(questions, requests, pools, parts, strict=True):
-            pool_now = rescored(pool, base_scores(part, fuse(part), link_weight))
-            items = finish_pack(request, pool_now).items
-            packed = {item.external_id or item.note_id for item in items}
-            row.append(len(set(question.gold) & packed) / len(set(question.gold)))
-        recalls[label] = row
-        print(f"{name}: {label} {100 * np.mean(row):.2f}", file=sys.stderr, flush=True)
-    rescore_ms, finish_ms = _timings(requests, pools, parts)
+    with memoised_duplicates():
+        for label, (fuse, link_weight) in _fusions().items():
+            row = []
+            for question, request, pool, part in zip(questions, requests, pools, parts, strict=True):
+                pool_now = rescored(pool, base_scores(part, fuse(part), link_weight))
+                items = finish_pack(request, pool_now).items
+                packed = {item.external_id or item.note_id for item in items}
+                row.append(len(set(question.gold) & packed) / len(set(question.gold)))
+            recalls[label] = row
+            print(f"{name}: {label} {100 * np.mean(row):.2f}", file=sys.stderr, flush=True)
+    timings = _timings(requests, pools)
     return {
         "dataset": name,
         "categories": [q.category for q in questions],
@@ -104,24 +112,28 @@ def collect(conn: Any, name: str, data_dir: Path, embedder: Any) -> dict[str, An
         "unmatched_links": sum(part.unmatched for part in parts),
         "linked": sum(int((part.partner >= 0).sum()) for part in parts),
         "pool_sizes": [pool.size for pool in pools],
-        "rescore_ms": rescore_ms,
-        "finish_ms": finish_ms,
+        "timings_ms": timings,
     }
 
 
-def _timings(requests: list[Any], pools: list[Any], parts: list[Components]) -> tuple[float, float]:
-    """Median milliseconds per pool of re-scoring (components to re-scored pool) and of
-    finish_pack, interleaved pool by pool so both see the same machine load."""
-    rescore, finish = [], []
+def _timings(requests: list[Any], pools: list[Any]) -> dict[str, float]:
+    """Median milliseconds per pool of each re-scoring step and of finish_pack (the read
+    path's calibrate and pack, alarm included), interleaved pool by pool so every step
+    sees the same machine load."""
+    steps: dict[str, list[float]] = {"read_parts": [], "fuse": [], "rebuild_pool": [], "finish_pack": []}
     for request, pool in zip(requests, pools, strict=True):
-        tick = time.perf_counter()
+        ticks = [time.perf_counter()]
         part = components(pool, DEFAULT)
-        pool_now = rescored(pool, base_scores(part, relevance(part, 0.5), DEFAULT.link_weight))
-        tock = time.perf_counter()
+        ticks.append(time.perf_counter())
+        base = base_scores(part, relevance(part, 0.5), DEFAULT.link_weight)
+        ticks.append(time.perf_counter())
+        pool_now = rescored(pool, base)
+        ticks.append(time.perf_counter())
         finish_pack(request, pool_now)
-        rescore.append(tock - tick)
-        finish.append(time.perf_counter() - tock)
-    return 1000 * float(np.median(rescore)), 1000 * float(np.median(finish))
+        ticks.append(time.perf_counter())
+        for step, (start, end) in zip(steps, itertools.pairwise(ticks), strict=True):
+            steps[step].append(1000 * (end - start))
+    return {step: round(float(np.median(values)), 4) for step, values in steps.items()}
 
 
 def _percent(values: Any) -> float:
@@ -138,6 +150,13 @@ def _rule_recall(result: dict[str, Any], signal: str, threshold: float, low: flo
     low_row = np.array(result["recalls"][f"linear {low}"])
     high_row = np.array(result["recalls"][f"linear {high}"])
     return np.where(values > threshold, high_row, low_row)
+
+
+def _interval(differences: np.ndarray, resamples: int = 2000) -> list[float]:
+    """95 % paired percentile-bootstrap interval of a mean recall gain, in points (seed 0)."""
+    rng = np.random.default_rng(0)
+    means = [differences[rng.integers(0, len(differences), len(differences))].mean() for _ in range(resamples)]
+    return [round(100 * float(v), 2) for v in np.percentile(means, [2.5, 97.5])]
 
 
 def rules(results: list[dict[str, Any]], choose_on: str) -> dict[str, Any]:
@@ -162,6 +181,10 @@ def rules(results: list[dict[str, Any]], choose_on: str) -> dict[str, Any]:
         return {
             "rule": f"{signal} > {threshold:g} ? {high} : {low}",
             "gain": {name: round(gain, 2) for name, gain in gains.items()},
+            "interval": {
+                r["dataset"]: _interval(_rule_recall(r, signal, threshold, low, high) - base[r["dataset"]])
+                for r in results
+            },
             "by_category": {
                 r["dataset"]: _by_category(r, _rule_recall(r, signal, threshold, low, high)) for r in results
             },
@@ -181,8 +204,8 @@ def render(results: list[dict[str, Any]], chosen: dict[str, Any]) -> str:
         categories = sorted(set(result["categories"]))
         lines += [
             f"## {result['dataset']} ({len(result['categories'])} questions; links re-scored {result['linked']},"
-            f" unmatched {result['unmatched_links']}; re-score {result['rescore_ms']:.3f} ms vs finish_pack"
-            f" {result['finish_ms']:.2f} ms per pool, medians)",
+            f" unmatched {result['unmatched_links']}; median pool {int(np.median(result['pool_sizes']))};"
+            f" median ms per pool: {result['timings_ms']})",
             "",
             "| fusion | recall | " + " | ".join(categories) + " |",
             "|---|---|" + "---|" * len(categories),
@@ -197,7 +220,8 @@ def render(results: list[dict[str, Any]], chosen: dict[str, Any]) -> str:
         entry = chosen[kind]
         title = f"chosen on {chosen['chosen_on']}" if kind == "best" else "best worst case over all (in-sample)"
         lines.append(
-            f"* rule {title} ({chosen['rules_tried']} tried): `{entry['rule']}` — gain {entry['gain']};"
+            f"* rule {title} ({chosen['rules_tried']} tried): `{entry['rule']}` — gain {entry['gain']}"
+            f" (95 % intervals {entry['interval']});"
             f" by category {entry['by_category']}"
         )
     return "\n".join(lines) + "\n"
@@ -212,14 +236,18 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--embedder", default="minilm")
     parser.add_argument("--choose-on", default="locomo")
     parser.add_argument("--out", default="fusion.json")
+    parser.add_argument("--from-json", help="re-render (and re-choose rules) from an earlier --out file")
     args = parser.parse_args(argv)
     if args.choose_on not in args.datasets:
         parser.error(f"--choose-on {args.choose_on} is not among the datasets")
-    _memoise_duplicates()
-    embedder = get_embedder(args.embedder)
-    with connect(args.dsn, home=args.home, migrate=True) as conn:
-        results = [collect(conn, name, Path(args.data_dir), embedder) for name in args.datasets]
-    Path(args.out).write_text(json.dumps({"results": results}) + "\n", encoding="utf-8")
+    if args.from_json:
+        stored = json.loads(Path(args.from_json).read_text(encoding="utf-8"))["results"]
+        results = [r for name in args.datasets for r in stored if r["dataset"] == name]
+    else:
+        embedder = get_embedder(args.embedder)
+        with connect(args.dsn, home=args.home, migrate=True) as conn:
+            results = [collect(conn, name, Path(args.data_dir), embedder) for name in args.datasets]
+        Path(args.out).write_text(json.dumps({"results": results}) + "\n", encoding="utf-8")
     chosen = rules(results, args.choose_on)
     print(render(results, chosen), flush=True)
     Path(args.out).write_text(json.dumps({"results": results, "rules": chosen}, indent=1) + "\n", encoding="utf-8")
