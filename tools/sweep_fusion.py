@@ -12,11 +12,13 @@ budget 8. Measured, overall and per category:
 * the fixed linear mix, lexical share 0 to 1 (stage one's default is 0.3), and the
   per-question oracle over those mixes (the headroom of any per-query choice);
 * normalised fusions (z-score, min-max, rank) at lexical shares 0.3 / 0.5 / 0.7;
-* the link weight (0 / 0.1 / 0.2 against the default 0.3) at the default mix;
+* the link weight (0 / 0.1 / 0.2 against the default 0.3) at lexical shares 0.3 / 0.5 / 0.7;
 * per-query rules ``signal > t ? share_hi : share_lo`` over the pool signals of
-  :func:`pgmem.eval.fusion.pool_signals`: the best rule is chosen on ``--choose-on``
-  alone and reported on every dataset (transfer), with the best worst-case rule over all
-  datasets (chosen in-sample, an upper bound);
+  :func:`pgmem.eval.fusion.pool_signals`, then also over the question's terms (share
+  found in the namespace, largest and mean idf: stage one computes them but does not
+  return them, so they are read here by a query of ``pgmem.lexeme_stats``): the best
+  rule is chosen on ``--choose-on`` alone and reported on every dataset (transfer), with
+  the best worst-case rule over all datasets (chosen in-sample, an upper bound);
 * the time re-scoring takes against the calibrate-and-pack step it precedes.
 
 The corpora are ingested idempotently under the ``eval-`` prefix, so a store built by
@@ -54,6 +56,33 @@ THRESHOLD_PERCENTILES = tuple(range(5, 100, 5))
 
 Fusion = Callable[[Components], np.ndarray]
 
+#: The question's lexemes and, for those in the namespace, their document frequency: what
+#: stage one's first step computes and does not return (read here for the analysis only).
+QUERY_TERMS = """
+SELECT (SELECT count(DISTINCT u.lexeme) FROM unnest(to_tsvector('english', %(question)s)) AS u) AS query_terms,
+       n.note_count, coalesce(array_agg(s.document_frequency) FILTER (WHERE s.lexeme IS NOT NULL), '{}') AS df
+FROM pgmem.namespaces AS n
+LEFT JOIN pgmem.lexeme_stats AS s ON s.namespace = n.namespace AND s.document_frequency > 0
+  AND s.lexeme IN (SELECT u.lexeme FROM unnest(to_tsvector('english', %(question)s)) AS u)
+WHERE n.namespace = %(namespace)s
+GROUP BY n.note_count
+"""
+
+
+def term_signals(conn: Any, question: str, namespace: str) -> dict[str, float]:
+    """How many of the question's terms the namespace holds and how rare they are: stage
+    one's BM25 idf of each, divided by ln(1 + N) so namespaces of N notes compare."""
+    row = conn.execute(QUERY_TERMS, {"question": question, "namespace": namespace}).fetchone()
+    if row is None or not row[0]:
+        return {"terms_matched": 0.0, "terms_max_idf": 0.0, "terms_mean_idf": 0.0}
+    query_terms, notes, frequencies = row[0], float(row[1]), np.array(row[2], dtype=np.float64)
+    idf = np.log(1 + (notes - frequencies + 0.5) / (frequencies + 0.5)) / np.log(1 + max(notes, 1.0))
+    return {
+        "terms_matched": len(frequencies) / query_terms,
+        "terms_max_idf": float(idf.max()) if len(idf) else 0.0,
+        "terms_mean_idf": float(idf.mean()) if len(idf) else 0.0,
+    }
+
 
 @contextlib.contextmanager
 def memoised_duplicates() -> Iterator[None]:
@@ -84,8 +113,8 @@ def _fusions() -> dict[str, tuple[Fusion, float]]:
         fusions[f"linear {share}"] = ((lambda parts, s=share: relevance(parts, s)), DEFAULT.link_weight)
     for method, share in itertools.product(NORMALISED, (0.3, 0.5, 0.7)):
         fusions[f"{method} {share}"] = ((lambda parts, m=method, s=share: relevance(parts, s, m)), DEFAULT.link_weight)
-    for weight in LINK_WEIGHTS:
-        fusions[f"linear 0.3, link {weight}"] = ((lambda parts: relevance(parts, 0.3)), weight)
+    for share, weight in itertools.product((0.3, 0.5, 0.7), LINK_WEIGHTS):
+        fusions[f"linear {share}, link {weight}"] = ((lambda parts, s=share: relevance(parts, s)), weight)
     return fusions
 
 
@@ -108,7 +137,10 @@ def collect(conn: Any, name: str, data_dir: Path, embedder: Any) -> dict[str, An
         "dataset": name,
         "categories": [q.category for q in questions],
         "recalls": recalls,
-        "signals": [dict(pool_signals(part)) for part in parts],
+        "signals": [
+            {**pool_signals(part), **term_signals(conn, request.question, request.namespace)}
+            for request, part in zip(requests, parts, strict=True)
+        ],
         "unmatched_links": sum(part.unmatched for part in parts),
         "linked": sum(int((part.partner >= 0).sum()) for part in parts),
         "pool_sizes": [pool.size for pool in pools],
@@ -159,12 +191,13 @@ def _interval(differences: np.ndarray, resamples: int = 2000) -> list[float]:
     return [round(100 * float(v), 2) for v in np.percentile(means, [2.5, 97.5])]
 
 
-def rules(results: list[dict[str, Any]], choose_on: str) -> dict[str, Any]:
-    """The best per-query rule chosen on ``choose_on`` alone, and the best worst case."""
+def rules(results: list[dict[str, Any]], choose_on: str, with_terms: bool) -> dict[str, Any]:
+    """The best per-query rule chosen on ``choose_on`` alone, and the best worst case, over
+    the pool's signals (``with_terms``: and the query-term signals stage one does not return)."""
     chosen = next(r for r in results if r["dataset"] == choose_on)
     base = {r["dataset"]: np.array(r["recalls"]["linear 0.3"]) for r in results}
     candidates = []
-    for signal in sorted(chosen["signals"][0]):
+    for signal in sorted(k for k in chosen["signals"][0] if with_terms or not k.startswith("terms_")):
         values = np.array([s[signal] for s in chosen["signals"]])
         for threshold in sorted(set(np.percentile(values, THRESHOLD_PERCENTILES).round(4).tolist())):
             for low, high in itertools.permutations(SHARES, 2):
@@ -191,6 +224,7 @@ def rules(results: list[dict[str, Any]], choose_on: str) -> dict[str, Any]:
         }
 
     return {
+        "signals": "pool and query terms" if with_terms else "pool",
         "chosen_on": choose_on,
         "rules_tried": len(candidates),
         "best": describe(best),
@@ -198,7 +232,7 @@ def rules(results: list[dict[str, Any]], choose_on: str) -> dict[str, Any]:
     }
 
 
-def render(results: list[dict[str, Any]], chosen: dict[str, Any]) -> str:
+def render(results: list[dict[str, Any]], choices: list[dict[str, Any]]) -> str:
     lines = []
     for result in results:
         categories = sorted(set(result["categories"]))
@@ -216,9 +250,10 @@ def render(results: list[dict[str, Any]], chosen: dict[str, Any]) -> str:
             cells = _by_category(result, values)
             lines.append(f"| {label} | {_percent(values)} | " + " | ".join(f"{cells[c]}" for c in categories) + " |")
         lines.append("")
-    for kind in ("best", "worst_case"):
+    for chosen, kind in itertools.product(choices, ("best", "worst_case")):
         entry = chosen[kind]
         title = f"chosen on {chosen['chosen_on']}" if kind == "best" else "best worst case over all (in-sample)"
+        title += f", {chosen['signals']} signals"
         lines.append(
             f"* rule {title} ({chosen['rules_tried']} tried): `{entry['rule']}` — gain {entry['gain']}"
             f" (95 % intervals {entry['interval']});"
@@ -248,9 +283,9 @@ def main(argv: list[str]) -> None:
         with connect(args.dsn, home=args.home, migrate=True) as conn:
             results = [collect(conn, name, Path(args.data_dir), embedder) for name in args.datasets]
         Path(args.out).write_text(json.dumps({"results": results}) + "\n", encoding="utf-8")
-    chosen = rules(results, args.choose_on)
-    print(render(results, chosen), flush=True)
-    Path(args.out).write_text(json.dumps({"results": results, "rules": chosen}, indent=1) + "\n", encoding="utf-8")
+    choices = [rules(results, args.choose_on, with_terms) for with_terms in (False, True)]
+    print(render(results, choices), flush=True)
+    Path(args.out).write_text(json.dumps({"results": results, "rules": choices}, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
