@@ -34,6 +34,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -99,22 +100,22 @@ def memoised_duplicates() -> Iterator[None]:
             cache[key] = compute(notes, documents)
         return cache[key]
 
-    alarm._nearest_duplicate = memoised  # type: ignore[assignment]
+    alarm._nearest_duplicate = memoised
     try:
         yield
     finally:
-        alarm._nearest_duplicate = compute  # type: ignore[assignment]
+        alarm._nearest_duplicate = compute
 
 
 def _fusions() -> dict[str, tuple[Fusion, float]]:
     """Name -> (relevance of the components, link weight)."""
     fusions: dict[str, tuple[Fusion, float]] = {}
     for share in SHARES:
-        fusions[f"linear {share}"] = ((lambda parts, s=share: relevance(parts, s)), DEFAULT.link_weight)
+        fusions[f"linear {share}"] = (partial(relevance, lexical_share=share), DEFAULT.link_weight)
     for method, share in itertools.product(NORMALISED, (0.3, 0.5, 0.7)):
-        fusions[f"{method} {share}"] = ((lambda parts, m=method, s=share: relevance(parts, s, m)), DEFAULT.link_weight)
+        fusions[f"{method} {share}"] = (partial(relevance, lexical_share=share, method=method), DEFAULT.link_weight)
     for share, weight in itertools.product((0.3, 0.5, 0.7), LINK_WEIGHTS):
-        fusions[f"linear {share}, link {weight}"] = ((lambda parts, s=share: relevance(parts, s)), weight)
+        fusions[f"linear {share}, link {weight}"] = (partial(relevance, lexical_share=share), weight)
     return fusions
 
 
