@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from pgmem.db.connection import connect
-from pgmem.embeddings import embed_unique, get_embedder
+from pgmem.embeddings import get_embedder
 from pgmem.eval.datasets import load_dataset
 from pgmem.eval.metrics import QuestionResult, summarise
-from pgmem.eval.runner import RunConfig, ingest_corpus
+from pgmem.eval.runner import RunConfig, answerable_pools
 from pgmem.params import PackParams
-from pgmem.retrieval.pipeline import fetch_pool, finish_pack, prepare_pack
+from pgmem.retrieval.pipeline import finish_pack
 
 ORDERS = ("final", "decayed")
 DECAYS = (0.0, 0.25, 0.5, 1.0, 2.0)
@@ -41,19 +41,9 @@ MODES = ("calibrated", "relevance")
 def sweep(conn: Any, name: str, data_dir: Path, embedder: Any) -> dict[str, Any]:
     corpus = load_dataset(name, data_dir)
     config = RunConfig()
-    ingest_corpus(conn, corpus, embedder, config)
-    questions = [q for q in corpus.questions if not q.adversarial and q.gold]
-    vectors = embed_unique(embedder, [q.question for q in questions])
     # The same pieces pgmem.pack and the eval runner compose: one pool per question, then
     # every setting finishes its own pack from that pool.
-    requests = [
-        dataclasses.replace(
-            prepare_pack(q.question, namespace=config.namespace_prefix + q.namespace, embedder=embedder),
-            query_vector=vector,
-        )
-        for q, vector in zip(questions, vectors, strict=True)
-    ]
-    pools = [fetch_pool(conn, request) for request in requests]
+    questions, requests, pools = answerable_pools(conn, corpus, embedder, config)
     namespaces = [config.namespace_prefix + namespace for namespace in corpus.spans]
     roles = dict(
         conn.execute(

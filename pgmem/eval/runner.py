@@ -127,6 +127,29 @@ def ingest_corpus(
     return time.perf_counter() - started
 
 
+def answerable_pools(
+    conn: psycopg.Connection[Any], corpus: EvalCorpus, embedder: Embedder, config: RunConfig | None = None
+) -> tuple[list[EvalQuestion], list[PackRequest], list[Pool]]:
+    """Ingest ``corpus`` (idempotent) and fetch one stage-one pool per answerable question.
+
+    The questions with gold evidence (adversarial ones left out), their pack requests
+    (as :func:`pgmem.pack` prepares them, hints derived, with the question's vector)
+    and their pools: what the sweeps under ``tools/`` finish many packs from.
+    """
+    config = config or RunConfig()
+    ingest_corpus(conn, corpus, embedder, config)
+    questions = [q for q in corpus.questions if not q.adversarial and q.gold]
+    vectors = embed_unique(embedder, [q.question for q in questions])
+    requests = [
+        dataclasses.replace(
+            prepare_pack(q.question, namespace=config.namespace_prefix + q.namespace, embedder=embedder),
+            query_vector=vector,
+        )
+        for q, vector in zip(questions, vectors, strict=True)
+    ]
+    return questions, requests, [fetch_pool(conn, request) for request in requests]
+
+
 def _top(candidates: Sequence[Candidate], key: Callable[[Candidate], float], budget: int) -> list[Candidate]:
     return sorted(candidates, key=lambda c: (-key(c), c.note_id))[:budget]
 
