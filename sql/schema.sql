@@ -1825,10 +1825,16 @@ BEGIN
 END;
 $$;
 
--- Trigger: the postings of the notes a statement inserted.
+-- Trigger: the postings of the notes a statement inserted; the first load analyzes the tables.
 CREATE FUNCTION pgmem.post_new_notes_v1() RETURNS trigger
     -- The transition table holds only rows written, not those skipped by ON CONFLICT;
     -- postings are inserted in key order. Runs with owner rights: no role writes postings.
+    -- A table never analyzed (reltuples < 0) makes the planner guess its size and read
+    -- postings by sequential scans until autovacuum's first ANALYZE: the first write
+    -- analyzes them once; statistics then scale with the real page count.
+    -- Fires after the other insert triggers (by name), so the statistics tables are
+    -- written when the first load analyzes them; the lock is only tried (NOWAIT), so a
+    -- concurrent first writer skips the analysis instead of waiting for it.
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path = pg_catalog, pgmem, pg_temp
     AS $$
@@ -1837,6 +1843,18 @@ BEGIN
     SELECT n.namespace, u.lexeme, n.note_id, coalesce(cardinality(u.positions), 1), n.lexeme_count
     FROM new_notes AS n, unnest(n.lexemes) AS u
     ORDER BY n.namespace, u.lexeme, n.note_id;
+    IF EXISTS (SELECT 1 FROM pg_class
+               WHERE oid IN ('pgmem.notes'::regclass, 'pgmem.lexeme_stats'::regclass,
+                             'pgmem.lexeme_postings'::regclass)
+                 AND reltuples < 0) THEN
+        BEGIN
+            LOCK TABLE pgmem.notes, pgmem.lexeme_stats, pgmem.lexeme_postings
+                IN SHARE UPDATE EXCLUSIVE MODE NOWAIT;
+            ANALYZE pgmem.notes, pgmem.lexeme_stats, pgmem.lexeme_postings;
+        EXCEPTION WHEN lock_not_available THEN
+            NULL;  -- another first writer is analyzing them
+        END;
+    END IF;
     RETURN NULL;
 END;
 $$;

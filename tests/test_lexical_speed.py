@@ -273,3 +273,46 @@ def test_the_bound_and_the_candidate_search_read_only_their_namespace() -> None:
         assert not re.search(r"%\d\$", statement)
         seen, unrouted = _unrouted_tables(statement)
         assert set(seen) == {"notes"} and len(seen) >= 6 and unrouted == []
+
+
+def _reltuples(conn: psycopg.Connection[Any]) -> dict[str, float]:
+    rows = conn.execute(
+        "SELECT relname, reltuples FROM pg_class WHERE oid IN"
+        " ('pgmem.notes'::regclass, 'pgmem.lexeme_stats'::regclass, 'pgmem.lexeme_postings'::regclass)"
+    ).fetchall()
+    return {str(name): float(count) for name, count in rows}
+
+
+def test_the_first_write_analyzes_what_stage_one_plans_on_once(
+    conn: psycopg.Connection[Any], dsn: str, roles: dict[str, str], hashing: HashingEmbedder
+) -> None:
+    # A new database's tables were never analyzed: the planner would guess their sizes.
+    assert set(_reltuples(conn).values()) == {-1.0}
+    pgmem.register_model(conn, hashing)
+    conn.execute("SELECT pgmem.grant_namespace_v1(%s, 'w')", (roles["writer"],))
+    conn.commit()
+    # A writer's first ingest analyzes them (with owner rights), inside its own transaction.
+    with as_role(dsn, roles["writer"], "w") as writer:
+        pgmem.ingest(writer, make_spans(["Quokka lantern by the river.", "Zephyr over Brevaldo."]), namespace="w",
+                     embedder=hashing)
+    first = _reltuples(conn)
+    postings = conn.execute("SELECT count(*) FROM pgmem.lexeme_postings").fetchone()
+    assert first["lexeme_postings"] == float(postings[0]) > 0
+    assert first["notes"] == 2.0
+    # Once analyzed, later writes leave the statistics to autovacuum.
+    pgmem.ingest(conn, make_spans(["A third note about otters."], document_id="d2"), namespace="w", embedder=hashing)
+    assert _reltuples(conn) == first
+
+
+def test_a_first_writer_never_waits_for_another_ones_analysis(
+    conn: psycopg.Connection[Any], dsn: str, hashing: HashingEmbedder
+) -> None:
+    conn.commit()
+    with psycopg.connect(dsn) as other:
+        # Another session holds the lock an analysis needs (as a concurrent first writer would).
+        other.execute("LOCK TABLE pgmem.lexeme_postings IN SHARE UPDATE EXCLUSIVE MODE")
+        conn.execute("SET lock_timeout = '5s'")
+        pgmem.ingest(conn, make_spans(["Quokka lantern by the river."]), embedder=hashing)
+        conn.commit()
+        assert _reltuples(conn)["lexeme_postings"] == -1.0
+        other.rollback()
