@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+import pytest
 from test_stage_one_speed import QUESTIONS, _call, _spans
 
 import pgmem
@@ -76,3 +77,15 @@ def test_a_small_namespace_is_ranked_exactly_whatever_the_costs(
         conn.execute(PREFER_INDEXES)
         conn.execute("SET LOCAL pgmem.exact_dense_notes = 61")
         assert [_hnsw_scans(conn, question, hashing) for question in QUESTIONS] == [0] * len(QUESTIONS)
+
+
+def test_a_threshold_that_is_not_a_note_count_is_refused(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder
+) -> None:
+    pgmem.ingest(conn, _spans(6), namespace="inline", embedder=hashing)
+    conn.commit()
+    for value in ("-1", "many", "1e4"):
+        with conn.transaction():
+            conn.execute("SELECT set_config('pgmem.exact_dense_notes', %s, true)", (value,))
+            with pytest.raises(pgmem.PgmemError, match=r"pgmem\.exact_dense_notes must be a note count"):
+                pgmem.pack(conn, QUESTIONS[0], namespace="inline", embedder=hashing)

@@ -130,6 +130,7 @@ DECLARE
     -- Whether the dense top k is ranked exactly (every note of the namespace) rather than
     -- through the HNSW index: decided from the namespace's size (step 3).
     v_exact_dense boolean;
+    v_exact_setting text;
 BEGIN
     IF k_dense < 1 OR k_lex < 0 THEN
         RAISE EXCEPTION 'stage_one_v1: k_dense must be >= 1 and k_lex >= 0, got % and %', k_dense, k_lex
@@ -165,8 +166,12 @@ BEGIN
     -- the planner picks, as before. Not left to cost estimates in small namespaces: they
     -- follow the table's layout (rows kept whole, 0013, made HNSW look cheaper at 3,000
     -- notes) and HNSW is approximate.
-    v_exact_dense := v_model.note_count
-        < coalesce(nullif(current_setting('pgmem.exact_dense_notes', true), '')::bigint, 6500);
+    v_exact_setting := nullif(btrim(current_setting('pgmem.exact_dense_notes', true)), '');
+    IF v_exact_setting !~ '^[0-9]{1,18}$' THEN
+        RAISE EXCEPTION 'stage_one_v1: the setting pgmem.exact_dense_notes must be a note count (>= 0), got %',
+            v_exact_setting USING ERRCODE = '22023';
+    END IF;
+    v_exact_dense := v_model.note_count < coalesce(v_exact_setting::bigint, 6500);
 
     -- 1. The query terms (static SQL: planned once per session), and those of them that
     -- screen the lexical candidates.
