@@ -138,7 +138,10 @@ CREATE TABLE pgmem.notes (
     -- another model would count in the BM25 statistics and never be found).
     CONSTRAINT notes_namespace_model
         FOREIGN KEY (namespace, model_id) REFERENCES pgmem.namespaces (namespace, model_id)
-);
+)
+-- Rows up to a page are kept whole: a 384-dimension note (about 2.3 kB) would otherwise
+-- have its embedding moved out of line, and the exact dense scan read it from TOAST.
+WITH (toast_tuple_target = 8160);
 
 -- Which roles may use which namespace. The session setting pgmem.namespace picks one
 -- namespace; row-level security shows its rows only if a role the session user is a
@@ -882,6 +885,10 @@ DECLARE
     v_lexical text;
     v_candidates uuid[];
     v_cosines double precision[];
+    -- Whether the dense top k is ranked exactly (every note of the namespace) rather than
+    -- through the HNSW index: decided from the namespace's size (step 3).
+    v_exact_dense boolean;
+    v_exact_setting text;
 BEGIN
     IF k_dense < 1 OR k_lex < 0 THEN
         RAISE EXCEPTION 'stage_one_v1: k_dense must be >= 1 and k_lex >= 0, got % and %', k_dense, k_lex
@@ -911,6 +918,18 @@ BEGIN
     END IF;
     v_vector_type := format('%s(%s)', v_model.index_type, v_model.dimension);
     v_average_length := greatest(v_model.lexeme_total::float8 / greatest(v_model.note_count, 1), 1);
+    -- Below pgmem.exact_dense_notes notes (default 6,500: where the planner moved from the
+    -- exact scan to HNSW while embeddings were stored out of line, before 0013, for a
+    -- namespace alone in its table) the dense top k ranks every note exactly; above it
+    -- the planner picks, as before. Not left to cost estimates in small namespaces: they
+    -- follow the table's layout (rows kept whole, 0013, made HNSW look cheaper at 3,000
+    -- notes) and HNSW is approximate.
+    v_exact_setting := nullif(btrim(current_setting('pgmem.exact_dense_notes', true)), '');
+    IF v_exact_setting !~ '^[0-9]{1,18}$' THEN
+        RAISE EXCEPTION 'stage_one_v1: the setting pgmem.exact_dense_notes must be a note count (>= 0), got %',
+            v_exact_setting USING ERRCODE = '22023';
+    END IF;
+    v_exact_dense := v_model.note_count < coalesce(v_exact_setting::bigint, 6500);
 
     -- 1. The query terms (static SQL: planned once per session), and those of them that
     -- screen the lexical candidates.
@@ -975,10 +994,11 @@ BEGIN
     -- 3. The candidates: dense top-k through the model's HNSW index, lexical top-k by
     -- BM25 over the screened notes, and the neighbours the best of them pull in. The
     -- only dynamic statement: its SQL depends on the model (the index is partial on it,
-    -- over a dimension-typed expression) and on the filter's shape. It is planned with
-    -- its values, as before, so the planner's choice between HNSW and an exact scan (and
-    -- so the candidates) stays what it was. $1 is the namespace (the distribution key:
-    -- Citus routes on namespace = $1); every other value is a named field of one jsonb, $2.
+    -- over a dimension-typed expression), on the filter's shape and on v_exact_dense: the
+    -- exact ranking orders by the distance plus 0 (the same order), which no index
+    -- matches, so the planner cannot use HNSW for it. $1 is the namespace (the
+    -- distribution key: Citus routes on namespace = $1); every other value is a named
+    -- field of one jsonb, $2.
     v_row_filter := format(
         'n.model_id = %s AND (($2 ->> ''roles'') IS NULL OR n.role = ANY (($2 ->> ''roles'')::text[])) AND (%s)',
         v_model.model_id,
@@ -1029,7 +1049,7 @@ BEGIN
         SELECT n.note_id
         FROM pgmem.notes AS n
         WHERE n.namespace = $1 AND %1$s
-        ORDER BY n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s
+        ORDER BY (n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s)%4$s
         LIMIT ($2 ->> 'k_dense')::integer
     ),
     -- The best few dense and lexical candidates bring their neighbours along: the
@@ -1068,7 +1088,7 @@ BEGIN
       AND n.note_id = ANY (ARRAY(SELECT d.note_id FROM dense AS d
                                  UNION SELECT l.note_id FROM lexical AS l
                                  UNION SELECT nb.note_id FROM neighbours AS nb))
-    $candidates$, v_row_filter, v_vector_type, v_lexical)
+    $candidates$, v_row_filter, v_vector_type, v_lexical, CASE WHEN v_exact_dense THEN ' + 0' ELSE '' END)
     INTO v_candidates, v_cosines
     USING p_namespace, jsonb_build_object(
         'query_embedding', p_query_embedding::text,
