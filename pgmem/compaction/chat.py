@@ -77,18 +77,17 @@ class _Endpoint:
 
     def __init__(
         self,
-        owner: str,
         base_url: str,
         model: str,
         *,
-        api_key: str | None,
-        timeout: float,
-        max_retries: int,
-        temperature: float,
-        counter: TokenCounter | None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        temperature: float = 0.0,
+        counter: TokenCounter | None = None,
     ) -> None:
         settings = client_settings(
-            owner,
+            type(self).__name__,
             base_url=base_url,
             api_key=api_key,
             timeout=timeout,
@@ -104,6 +103,10 @@ class _Endpoint:
         self.temperature = temperature
         self.counter = counter or TokenCounter()
         self._settings = settings
+        self._client = self._new_client()
+
+    def _new_client(self) -> Any:
+        raise NotImplementedError
 
     def _request(self, messages: Sequence[Mapping[str, Any]], max_tokens: int | None) -> dict[str, Any]:
         import openai
@@ -166,28 +169,8 @@ class OpenAIChat(_Endpoint):
         and model.
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        *,
-        api_key: str | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        temperature: float = 0.0,
-        counter: TokenCounter | None = None,
-    ) -> None:
-        super().__init__(
-            "OpenAIChat",
-            base_url,
-            model,
-            api_key=api_key,
-            timeout=timeout,
-            max_retries=max_retries,
-            temperature=temperature,
-            counter=counter,
-        )
-        self._client = self._settings.sync_client()
+    def _new_client(self) -> Any:
+        return self._settings.sync_client()
 
     def complete(self, messages: Sequence[Mapping[str, Any]], *, max_tokens: int | None = None) -> ChatResult:
         """Send ``messages`` and return the first choice's text and the token usage."""
@@ -212,28 +195,8 @@ class AsyncOpenAIChat(_Endpoint):
     with :meth:`complete` and :meth:`close` awaited. The client binds to the event loop
     that first uses it."""
 
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        *,
-        api_key: str | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        temperature: float = 0.0,
-        counter: TokenCounter | None = None,
-    ) -> None:
-        super().__init__(
-            "AsyncOpenAIChat",
-            base_url,
-            model,
-            api_key=api_key,
-            timeout=timeout,
-            max_retries=max_retries,
-            temperature=temperature,
-            counter=counter,
-        )
-        self._client = self._settings.async_client()
+    def _new_client(self) -> Any:
+        return self._settings.async_client()
 
     async def complete(self, messages: Sequence[Mapping[str, Any]], *, max_tokens: int | None = None) -> ChatResult:
         """Send ``messages`` and return the first choice's text and the token usage."""

@@ -37,13 +37,10 @@ import numpy as np
 import numpy.typing as npt
 
 from pgmem.retrieval.pool import Pool
-from pgmem.retrieval.words import content_words
 
 #: How many of a family's notes the alarm reads: the ones that echo the question most.
 ALARM_GROUP = 3
 _Array = npt.NDArray[np.float64]
-
-__all__ = ["ALARM_GROUP", "FamilySignals", "content_words", "family_signals"]
 
 
 @dataclass(frozen=True)
