@@ -63,11 +63,7 @@ def _explaining(body: str, statement: str, into: str | None) -> str:
 
 
 def _timed(body: str) -> str:
-    body = body.replace(
-        "    v_cosines double precision[];\nBEGIN\n",
-        "    v_cosines double precision[];\n    v_t timestamptz := clock_timestamp();\nBEGIN\n",
-        1,
-    )
+    body = body.replace("\nDECLARE\n", "\nDECLARE\n    v_t timestamptz := clock_timestamp();\n", 1)
     # The step comments of 0008 and of 0011 (which put the lexical bound between them).
     for marker, name in (
         ("    -- 1. The query terms", "setup"),
