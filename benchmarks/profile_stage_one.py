@@ -48,7 +48,7 @@ def _definition(migration: str) -> str:
 def _explaining(body: str, statement: str, into: str | None) -> str:
     """``body`` returning the EXPLAIN text of its dynamic ``statement`` instead of rows."""
     body = re.sub(
-        r"RETURNS TABLE \(.*?\)\n    LANGUAGE plpgsql STABLE",
+        r"RETURNS TABLE \(.*?\)\n(?:    --[^\n]*\n)*    LANGUAGE plpgsql STABLE",
         "RETURNS SETOF text\n    LANGUAGE plpgsql VOLATILE",
         body,
         count=1,
