@@ -1,7 +1,8 @@
 """Stage one before and after a migration, interleaved on one store (a benchmark).
 
 Installs the stage-one function as an earlier migration defined it (``--before 0001``,
-the default: as migration 0001 did, before 0008; ``--before 0008``: before 0011), read
+the default: as migration 0001 did, before 0008; ``--before 0008``: before 0011; any
+migration that defines it, e.g. ``--before 0013``), read
 from the frozen file in sql/migrations/, under another schema, ``pgmem_ab_before``, then
 runs it and the current ``pgmem.stage_one_v1`` on the same arguments for each question,
 one after the other, and prints:
@@ -9,7 +10,10 @@ one after the other, and prints:
 * whether the two return the same rows (same notes in the same order, every column
   equal; floats within 1e-9 — window sums may differ in the last bit);
 * p50 / p95 of both, measured interleaved (so machine load hits both alike; which runs
-  first alternates), and their ratio.
+  first alternates), and their ratio;
+* when the server runs on this machine (Linux), the CPU time its backend spent on each
+  call (``/proc/PID/schedstat``): unlike latency, it does not count the time spent
+  waiting for a CPU, so its ratio holds on a loaded machine.
 
 Questions are LoCoMo's (categories 1-4), with hints derived as ``pgmem.pack`` derives
 them; the query vector comes from ``--embedder`` (the store's own embedder).
@@ -61,6 +65,14 @@ def call(schema: str) -> str:
     return f"SELECT * FROM {schema}.stage_one_v1({queries[start:end]})"
 
 
+def backend_cpu_ms(pid: int) -> float | None:
+    """CPU time the server process ``pid`` has run, in ms (None when it cannot be read)."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text(encoding="ascii").split()[0]) / 1e6
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def differences(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[str]:
     if [r["note_id"] for r in before] != [r["note_id"] for r in after]:
         return [f"notes differ: {len(before)} rows before, {len(after)} after"]
@@ -95,6 +107,8 @@ def main() -> None:
         try:
             statements = {"before": call(SCHEMA), "after": call("pgmem")}
             times: dict[str, list[float]] = {"before": [], "after": []}
+            cpu: dict[str, list[float]] = {"before": [], "after": []}
+            pid = conn.info.backend_pid
             differing = 0
             notes = conn.execute(
                 "SELECT count(*) AS n FROM pgmem.notes WHERE namespace = %s", (args.namespace,)
@@ -108,9 +122,12 @@ def main() -> None:
                 # Alternate which one runs first, so neither always finds the other's pages warm.
                 for label in ("before", "after") if number % 2 == 0 else ("after", "before"):
                     statement = statements[label]
-                    started = time.perf_counter()
+                    started, cpu_started = time.perf_counter(), backend_cpu_ms(pid)
                     rows[label] = conn.execute(statement, arguments).fetchall()
                     times[label].append((time.perf_counter() - started) * 1000)
+                    cpu_ended = backend_cpu_ms(pid)
+                    if cpu_started is not None and cpu_ended is not None:
+                        cpu[label].append(cpu_ended - cpu_started)
                 found = differences(rows["before"], rows["after"])
                 if found:
                     differing += 1
@@ -123,6 +140,15 @@ def main() -> None:
     for label in times:
         print(f"  {label:<7} p50 {p50[label]:7.1f} ms   p95 {p95[label]:7.1f} ms")
     print(f"  before / after: p50 {p50['before'] / p50['after']:.2f}x, p95 {p95['before'] / p95['after']:.2f}x")
+    cpu_p50 = {label: float(np.percentile(values, 50)) for label, values in cpu.items() if values}
+    cpu_p95 = {label: float(np.percentile(values, 95)) for label, values in cpu.items() if values}
+    if len(cpu_p50) == 2:
+        for label in cpu_p50:
+            print(f"  {label:<7} server CPU p50 {cpu_p50[label]:6.2f} ms   p95 {cpu_p95[label]:6.2f} ms")
+        print(
+            f"  before / after, server CPU: p50 {cpu_p50['before'] / cpu_p50['after']:.2f}x, "
+            f"p95 {cpu_p95['before'] / cpu_p95['after']:.2f}x"
+        )
     if args.json:
         runs = json.loads(args.json.read_text(encoding="utf-8")) if args.json.is_file() else []
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
@@ -134,6 +160,8 @@ def main() -> None:
                 "differing": differing,
                 "p50": p50,
                 "p95": p95,
+                "server_cpu_p50": cpu_p50,
+                "server_cpu_p95": cpu_p95,
                 "load_average": load,
             }
         )

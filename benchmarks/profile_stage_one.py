@@ -10,10 +10,15 @@ into temporary functions (``pg_temp``, this session only) that report on themsel
   ``--migration`` defined it (0011, the current one, by default; or 0008);
 * ``steps``: that function with the time of each step (query terms, the lexical
   step from postings from 0011 on, candidate search, scoring) raised as notices; p50 /
-  p95 per step are printed.
+  p95 per step are printed;
+* ``cpu``: copies of that function that return after each step, run one after the
+  other on every question; the CPU time the server's backend spent on each call
+  (``/proc/PID/schedstat``, so the server must run on this machine, Linux) gives each
+  step's cost as the difference of consecutive p50s. Unlike ``steps``, this holds on a
+  loaded machine: time spent waiting for a CPU is not counted.
 
     .venv/bin/python benchmarks/profile_stage_one.py --home DIR --namespace scale \
-        --mode before|candidates|steps [--migration 0011|0008] [--questions 20] [--embedder hashing:384]
+        --mode before|candidates|steps|cpu [--migration 0014|0011|0008] [--questions 20] [--embedder hashing:384]
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_stage_one_ab import backend_cpu_ms
 
 import pgmem
 from pgmem.api import build_hints
@@ -32,6 +38,14 @@ from pgmem.eval.bench import real_sentences
 from pgmem.retrieval.stage_one import stage_one_arguments
 
 ROOT = Path(__file__).resolve().parents[1]
+# Where --mode cpu cuts the function (the step comments of 0008 to 0014; absent ones are skipped).
+CUTS = (
+    ("setup", "    -- 1. The query terms"),
+    ("terms", "    -- 2. The lexical top k from postings"),
+    ("lexical", "    -- 3. The candidates"),
+    ("dense", "    -- The usual call"),
+    ("candidates", "    -- 4. Scores"),
+)
 STEP = "    RAISE NOTICE '{name} %', extract(epoch FROM clock_timestamp() - v_t) * 1000; v_t := clock_timestamp();\n"
 
 
@@ -48,7 +62,7 @@ def _definition(migration: str) -> str:
 def _explaining(body: str, statement: str, into: str | None) -> str:
     """``body`` returning the EXPLAIN text of its dynamic ``statement`` instead of rows."""
     body = re.sub(
-        r"RETURNS TABLE \(.*?\)\n    LANGUAGE plpgsql STABLE",
+        r"RETURNS TABLE \(.*?\)\n(?:    --[^\n]*\n)*    LANGUAGE plpgsql STABLE",
         "RETURNS SETOF text\n    LANGUAGE plpgsql VOLATILE",
         body,
         count=1,
@@ -63,11 +77,7 @@ def _explaining(body: str, statement: str, into: str | None) -> str:
 
 
 def _timed(body: str) -> str:
-    body = body.replace(
-        "    v_cosines double precision[];\nBEGIN\n",
-        "    v_cosines double precision[];\n    v_t timestamptz := clock_timestamp();\nBEGIN\n",
-        1,
-    )
+    body = body.replace("\nDECLARE\n", "\nDECLARE\n    v_t timestamptz := clock_timestamp();\n", 1)
     # The step comments of 0008 and of 0011 (which put the lexical bound between them).
     for marker, name in (
         ("    -- 1. The query terms", "setup"),
@@ -85,9 +95,38 @@ def _timed(body: str) -> str:
     return "CREATE FUNCTION pg_temp.profiled(" + body
 
 
+def _cut(body: str, marker: str | None, name: str) -> str:
+    """``body`` as a function ``pg_temp.name`` that returns no rows before ``marker``."""
+    if marker is not None:
+        body = body.replace(marker, "    RETURN;\n" + marker, 1)
+    return f"CREATE FUNCTION pg_temp.{name}(" + body
+
+
+def _cpu_steps(conn: Any, definition: str, calls: list[str], arguments: list[dict[str, Any]]) -> None:
+    """Print the p50 server CPU of stage one cut after each step, and each step's share."""
+    cuts = [(name, marker) for name, marker in CUTS if marker in definition] + [("scoring", None)]
+    for number, (_, marker) in enumerate(cuts):
+        conn.execute(_cut(definition, marker, f"upto_{number}"))
+    pid = conn.info.backend_pid
+    spent: dict[str, list[float]] = {name: [] for name, _ in cuts}
+    for argument in arguments:
+        for (name, _), call in zip(cuts, calls, strict=False):
+            before = backend_cpu_ms(pid)
+            conn.execute(call, argument).fetchall()
+            after = backend_cpu_ms(pid)
+            if before is None or after is None:
+                raise SystemExit("--mode cpu: cannot read the server's CPU time (/proc/PID/schedstat)")
+            spent[name].append(after - before)
+    previous = 0.0
+    for name, values in spent.items():
+        p50 = float(np.percentile(values, 50))
+        print(f"until {name:<12} server CPU p50 {p50:7.2f} ms   this step {p50 - previous:+6.2f} ms")
+        previous = p50
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--mode", choices=("before", "candidates", "steps"), required=True)
+    parser.add_argument("--mode", choices=("before", "candidates", "steps", "cpu"), required=True)
     parser.add_argument("--namespace", default="bench")
     parser.add_argument("--migration", default="0011", help="whose stage_one_v1 --mode candidates|steps profiles")
     parser.add_argument("--questions", type=int, default=20)
@@ -102,14 +141,29 @@ def main() -> None:
         function = _explaining(
             _definition(args.migration), "EXECUTE format(", "    INTO v_candidates, v_cosines\n    USING"
         )
-    else:
+    elif args.mode == "steps":
         function = _timed(_definition(args.migration))
     queries = (ROOT / "sql" / "queries.sql").read_text(encoding="utf-8")
     start = queries.index("FROM pgmem.stage_one_v1(") + len("FROM pgmem.stage_one_v1(")
-    call = f"SELECT * FROM pg_temp.profiled({queries[start : queries.index(') AS s', start)]})"
+    call_arguments = queries[start : queries.index(") AS s", start)]
+    call = f"SELECT * FROM pg_temp.profiled({call_arguments})"
     embedder = get_embedder(args.embedder)
     notices: list[str] = []
     steps: dict[str, list[float]] = {}
+    if args.mode == "cpu":
+        questions = real_sentences(args.data)[1][: args.questions]
+        arguments = [
+            stage_one_arguments(
+                args.namespace, embedder.name, embedder.embed([q])[0], q, build_hints(q), pgmem.StageOneParams()
+            )
+            for q in questions
+        ]
+        calls = [f"SELECT * FROM pg_temp.upto_{number}({call_arguments})" for number in range(len(CUTS) + 1)]
+        with pgmem.connect(args.dsn, home=args.home, migrate=False) as conn:
+            for argument in arguments:  # warm the caches and the session's plans
+                conn.execute(f"SELECT * FROM pgmem.stage_one_v1({call_arguments})", argument).fetchall()
+            _cpu_steps(conn, _definition(args.migration), calls, arguments)
+        return
     with pgmem.connect(args.dsn, home=args.home, migrate=False) as conn:
         conn.add_notice_handler(lambda diagnostic: notices.append(diagnostic.message_primary or ""))
         conn.execute(function)

@@ -98,7 +98,7 @@ async def fetch_pool(conn: psycopg.AsyncConnection[Any], request: PackRequest) -
     with database_errors("pack"):
         async with deadline_async(conn, request.timeout, "pack"):
             # prepare=False as in the sync driver: the dynamic SQL is planned per call anyway.
-            cursor = await run_async(conn, "stage_one", request.stage_one_arguments(), prepare=False)
+            cursor = await run_async(conn, "stage_one", request.stage_one_arguments(), prepare=False, binary=True)
             rows = await cursor.fetchall()
     return pool_from_rows(rows, query=request.question)
 

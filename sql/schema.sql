@@ -883,8 +883,13 @@ DECLARE
     -- The lexical top-k search (SQL text, see step 3).
     v_ranked text;
     v_lexical text;
+    -- The dense top k, nearest first; every candidate (dense, lexical, neighbours) once, and
+    -- their cosines when the index's type is not the column's (NULL: computed in step 4).
+    v_dense uuid[];
     v_candidates uuid[];
     v_cosines double precision[];
+    -- The values the dynamic statements read (their $2).
+    v_arguments jsonb;
     -- Whether the dense top k is ranked exactly (every note of the namespace) rather than
     -- through the HNSW index: decided from the namespace's size (step 3).
     v_exact_dense boolean;
@@ -992,10 +997,10 @@ BEGIN
     END IF;
 
     -- 3. The candidates: dense top-k through the model's HNSW index, lexical top-k by
-    -- BM25 over the screened notes, and the neighbours the best of them pull in. The
-    -- only dynamic statement: its SQL depends on the model (the index is partial on it,
-    -- over a dimension-typed expression), on the filter's shape and on v_exact_dense: the
-    -- exact ranking orders by the distance plus 0 (the same order), which no index
+    -- BM25 over the screened notes, and the neighbours the best of them pull in. The dense
+    -- top k is a dynamic statement: its SQL depends on the model (the index is partial on
+    -- it, over a dimension-typed expression), on the filter's shape and on v_exact_dense:
+    -- the exact ranking orders by the distance plus 0 (the same order), which no index
     -- matches, so the planner cannot use HNSW for it. $1 is the namespace (the
     -- distribution key: Citus routes on namespace = $1); every other value is a named
     -- field of one jsonb, $2.
@@ -1003,94 +1008,7 @@ BEGIN
         'n.model_id = %s AND (($2 ->> ''roles'') IS NULL OR n.role = ANY (($2 ->> ''roles'')::text[])) AND (%s)',
         v_model.model_id,
         CASE WHEN filter IS NULL THEN 'true' ELSE pgmem.compile_filter_v1(filter, '$2', ARRAY['filter']) END);
-    -- The lexical top k (by pgmem.bm25_v1, best first), by the cheapest search that returns
-    -- it: among the kept notes alone when no role or metadata filter can remove any (every
-    -- note of a namespace is its model's); among the kept notes, checked against the
-    -- floor, with the search of every screened note as the fallback when the filter
-    -- removed too many; the search of every screened note when there is no bound.
-    v_ranked := $ranked$
-        SELECT n.note_id, score.bm25
-        FROM pgmem.notes AS n
-        CROSS JOIN LATERAL pgmem.bm25_v1(n.lexemes, n.lexeme_count, ($2 ->> 'terms')::text[],
-                                         ($2 ->> 'idf')::float8[], ($2 ->> 'bm25_k1')::float8,
-                                         ($2 ->> 'bm25_b')::float8, ($2 ->> 'average_length')::float8) AS score
-        WHERE n.namespace = $1 AND %2$s AND %1$s
-        ORDER BY score.bm25 DESC, n.note_id
-        LIMIT ($2 ->> 'k_lex')::integer
-    $ranked$;
-    v_lexical := format(
-        CASE
-            WHEN v_lexical_top IS NOT NULL THEN $lexical$
-    lexical AS (SELECT t.note_id FROM unnest(($2 ->> 'lexical_top')::uuid[]) WITH ORDINALITY AS t (note_id, rank)
-                ORDER BY t.rank),$lexical$
-            WHEN v_lexical_kept IS NULL THEN $lexical$
-    lexical AS (%2$s),$lexical$
-            WHEN roles IS NULL AND filter IS NULL THEN $lexical$
-    lexical AS (%1$s),$lexical$
-            ELSE $lexical$
-    lexical_kept AS MATERIALIZED (%1$s),
-    lexical_bound AS (
-        SELECT ($2 ->> 'lexical_floor') IS NULL OR count(*) >= ($2 ->> 'k_lex')::integer AS held
-        FROM lexical_kept AS k
-        WHERE k.bm25 >= ($2 ->> 'lexical_floor')::float8 OR ($2 ->> 'lexical_floor') IS NULL
-    ),
-    lexical AS (
-        (SELECT k.note_id FROM lexical_kept AS k WHERE (SELECT b.held FROM lexical_bound AS b))
-        UNION ALL
-        (SELECT s.note_id FROM (%2$s) AS s WHERE NOT (SELECT b.held FROM lexical_bound AS b))
-    ),$lexical$
-        END,
-        format(v_ranked, v_row_filter, $$n.note_id = ANY (($2 ->> 'lexical_kept')::uuid[])$$),
-        format(v_ranked, v_row_filter,
-               $$($2 ->> 'k_lex')::integer > 0 AND n.lexemes @@ ($2 ->> 'screen')::tsquery$$));
-    EXECUTE format($candidates$
-    WITH %3$s
-    dense AS MATERIALIZED (
-        SELECT n.note_id
-        FROM pgmem.notes AS n
-        WHERE n.namespace = $1 AND %1$s
-        ORDER BY (n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s)%4$s
-        LIMIT ($2 ->> 'k_dense')::integer
-    ),
-    -- The best few dense and lexical candidates bring their neighbours along: the
-    -- previous and next span of their document, and the notes they link to.
-    seeds AS (
-        (SELECT d.note_id FROM dense AS d LIMIT ($2 ->> 'neighbour_seeds')::integer)
-        UNION
-        (SELECT l.note_id FROM lexical AS l LIMIT ($2 ->> 'neighbour_seeds')::integer)
-    ),
-    neighbours AS MATERIALIZED (
-        SELECT nb.note_id
-        FROM seeds AS sd
-        JOIN pgmem.notes AS s ON s.namespace = $1 AND s.note_id = sd.note_id
-        CROSS JOIN LATERAL (
-            -- Neighbours pass the same model, role and metadata filters as every candidate.
-            (SELECT n.note_id FROM pgmem.notes AS n
-             WHERE n.namespace = $1 AND n.document_id = s.document_id
-               AND n.span_start < s.span_start AND %1$s
-             ORDER BY n.span_start DESC LIMIT 1)
-            UNION ALL
-            (SELECT n.note_id FROM pgmem.notes AS n
-             WHERE n.namespace = $1 AND n.document_id = s.document_id
-               AND n.span_start > s.span_start AND %1$s
-             ORDER BY n.span_start LIMIT 1)
-            UNION ALL
-            (SELECT n.note_id FROM unnest(s.links) AS l (target)
-             JOIN pgmem.notes AS n ON n.namespace = $1 AND n.note_id = l.target
-             WHERE %1$s)
-        ) AS nb
-        WHERE ($2 ->> 'neighbour_seeds')::integer > 0
-    )
-    -- Each candidate once, fetched by key, with its cosine in the index's own type.
-    SELECT array_agg(n.note_id), array_agg(1 - (n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s))
-    FROM pgmem.notes AS n
-    WHERE n.namespace = $1
-      AND n.note_id = ANY (ARRAY(SELECT d.note_id FROM dense AS d
-                                 UNION SELECT l.note_id FROM lexical AS l
-                                 UNION SELECT nb.note_id FROM neighbours AS nb))
-    $candidates$, v_row_filter, v_vector_type, v_lexical, CASE WHEN v_exact_dense THEN ' + 0' ELSE '' END)
-    INTO v_candidates, v_cosines
-    USING p_namespace, jsonb_build_object(
+    v_arguments := jsonb_build_object(
         'query_embedding', p_query_embedding::text,
         'k_dense', k_dense, 'k_lex', k_lex, 'neighbour_seeds', neighbour_seeds,
         'roles', roles::text, 'filter', filter, 'screen', v_screen::text,
@@ -1098,61 +1016,218 @@ BEGIN
         'average_length', v_average_length::text,
         'lexical_kept', v_lexical_kept::text, 'lexical_floor', v_lexical_floor::text,
         'lexical_top', v_lexical_top::text);
+    -- Exact and unfiltered on a vector index, it is static SQL (planned once per session):
+    -- the plain column orders like its dimension-typed cast.
+    IF v_exact_dense AND filter IS NULL AND v_model.index_type = 'vector' THEN
+        v_dense := ARRAY(
+            SELECT n.note_id
+            FROM pgmem.notes AS n
+            WHERE n.namespace = p_namespace AND n.model_id = v_model.model_id
+              AND (roles IS NULL OR n.role = ANY (roles))
+            ORDER BY (n.embedding <=> p_query_embedding) + 0
+            LIMIT k_dense);
+    ELSE
+        EXECUTE format($dense$
+        SELECT ARRAY(
+            SELECT n.note_id
+            FROM pgmem.notes AS n
+            WHERE n.namespace = $1 AND %1$s
+            ORDER BY (n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s)%3$s
+            LIMIT ($2 ->> 'k_dense')::integer)
+        $dense$, v_row_filter, v_vector_type, CASE WHEN v_exact_dense THEN ' + 0' ELSE '' END)
+        INTO v_dense
+        USING p_namespace, v_arguments;
+    END IF;
 
     IF v_iterative THEN
         PERFORM set_config('hnsw.iterative_scan', coalesce(v_previous_scan, 'off'), true);
     END IF;
 
+    -- The usual call (no metadata filter, the lexical top k already ranked from postings or
+    -- empty, a vector index) takes the neighbours and the union by static SQL, planned
+    -- once per session; its cosines are computed in step 4, in the column's own type. The
+    -- best few dense and lexical candidates bring their neighbours along: the previous and
+    -- next span of their document, and the notes they link to; neighbours pass the same
+    -- model, role and metadata filters as every candidate.
+    IF filter IS NULL AND v_model.index_type = 'vector'
+       AND (v_lexical_top IS NOT NULL OR v_screen IS NULL OR k_lex = 0) THEN
+        v_candidates := ARRAY(
+            WITH
+            seeds AS (
+                (SELECT d.note_id FROM unnest(v_dense) AS d (note_id) LIMIT neighbour_seeds)
+                UNION
+                (SELECT l.note_id FROM unnest(v_lexical_top) AS l (note_id) LIMIT neighbour_seeds)
+            ),
+            neighbours AS (
+                SELECT nb.note_id
+                FROM seeds AS sd
+                JOIN pgmem.notes AS s ON s.namespace = p_namespace AND s.note_id = sd.note_id
+                CROSS JOIN LATERAL (
+                    (SELECT n.note_id FROM pgmem.notes AS n
+                     WHERE n.namespace = p_namespace AND n.document_id = s.document_id
+                       AND n.span_start < s.span_start AND n.model_id = v_model.model_id
+                       AND (roles IS NULL OR n.role = ANY (roles))
+                     ORDER BY n.span_start DESC LIMIT 1)
+                    UNION ALL
+                    (SELECT n.note_id FROM pgmem.notes AS n
+                     WHERE n.namespace = p_namespace AND n.document_id = s.document_id
+                       AND n.span_start > s.span_start AND n.model_id = v_model.model_id
+                       AND (roles IS NULL OR n.role = ANY (roles))
+                     ORDER BY n.span_start LIMIT 1)
+                    UNION ALL
+                    (SELECT n.note_id FROM unnest(s.links) AS l (target)
+                     JOIN pgmem.notes AS n ON n.namespace = p_namespace AND n.note_id = l.target
+                     WHERE n.model_id = v_model.model_id AND (roles IS NULL OR n.role = ANY (roles)))
+                ) AS nb
+                WHERE neighbour_seeds > 0
+            )
+            SELECT c.note_id
+            FROM (SELECT d.note_id FROM unnest(v_dense) AS d (note_id)
+                  UNION SELECT l.note_id FROM unnest(v_lexical_top) AS l (note_id)
+                  UNION SELECT nb.note_id FROM neighbours AS nb) AS c
+            ORDER BY c.note_id);
+    ELSE
+        -- The lexical top k (by pgmem.bm25_v1, best first), by the cheapest search that returns
+        -- it: among the kept notes alone when no role or metadata filter can remove any (every
+        -- note of a namespace is its model's); among the kept notes, checked against the
+        -- floor, with the search of every screened note as the fallback when the filter
+        -- removed too many; the search of every screened note when there is no bound.
+        v_ranked := $ranked$
+            SELECT n.note_id, score.bm25
+            FROM pgmem.notes AS n
+            CROSS JOIN LATERAL pgmem.bm25_v1(n.lexemes, n.lexeme_count, ($2 ->> 'terms')::text[],
+                                             ($2 ->> 'idf')::float8[], ($2 ->> 'bm25_k1')::float8,
+                                             ($2 ->> 'bm25_b')::float8, ($2 ->> 'average_length')::float8) AS score
+            WHERE n.namespace = $1 AND %2$s AND %1$s
+            ORDER BY score.bm25 DESC, n.note_id
+            LIMIT ($2 ->> 'k_lex')::integer
+        $ranked$;
+        v_lexical := format(
+            CASE
+                WHEN v_lexical_top IS NOT NULL THEN $lexical$
+        lexical AS (SELECT t.note_id FROM unnest(($2 ->> 'lexical_top')::uuid[]) WITH ORDINALITY AS t (note_id, rank)
+                    ORDER BY t.rank),$lexical$
+                WHEN v_lexical_kept IS NULL THEN $lexical$
+        lexical AS (%2$s),$lexical$
+                WHEN roles IS NULL AND filter IS NULL THEN $lexical$
+        lexical AS (%1$s),$lexical$
+                ELSE $lexical$
+        lexical_kept AS MATERIALIZED (%1$s),
+        lexical_bound AS (
+            SELECT ($2 ->> 'lexical_floor') IS NULL OR count(*) >= ($2 ->> 'k_lex')::integer AS held
+            FROM lexical_kept AS k
+            WHERE k.bm25 >= ($2 ->> 'lexical_floor')::float8 OR ($2 ->> 'lexical_floor') IS NULL
+        ),
+        lexical AS (
+            (SELECT k.note_id FROM lexical_kept AS k WHERE (SELECT b.held FROM lexical_bound AS b))
+            UNION ALL
+            (SELECT s.note_id FROM (%2$s) AS s WHERE NOT (SELECT b.held FROM lexical_bound AS b))
+        ),$lexical$
+            END,
+            format(v_ranked, v_row_filter, $$n.note_id = ANY (($2 ->> 'lexical_kept')::uuid[])$$),
+            format(v_ranked, v_row_filter,
+                   $$($2 ->> 'k_lex')::integer > 0 AND n.lexemes @@ ($2 ->> 'screen')::tsquery$$));
+        EXECUTE format($candidates$
+        WITH %3$s
+        dense AS (SELECT d.note_id FROM unnest(($2 ->> 'dense')::uuid[]) AS d (note_id)),
+        -- The best few dense and lexical candidates bring their neighbours along: the
+        -- previous and next span of their document, and the notes they link to.
+        seeds AS (
+            (SELECT d.note_id FROM dense AS d LIMIT ($2 ->> 'neighbour_seeds')::integer)
+            UNION
+            (SELECT l.note_id FROM lexical AS l LIMIT ($2 ->> 'neighbour_seeds')::integer)
+        ),
+        neighbours AS MATERIALIZED (
+            SELECT nb.note_id
+            FROM seeds AS sd
+            JOIN pgmem.notes AS s ON s.namespace = $1 AND s.note_id = sd.note_id
+            CROSS JOIN LATERAL (
+                -- Neighbours pass the same model, role and metadata filters as every candidate.
+                (SELECT n.note_id FROM pgmem.notes AS n
+                 WHERE n.namespace = $1 AND n.document_id = s.document_id
+                   AND n.span_start < s.span_start AND %1$s
+                 ORDER BY n.span_start DESC LIMIT 1)
+                UNION ALL
+                (SELECT n.note_id FROM pgmem.notes AS n
+                 WHERE n.namespace = $1 AND n.document_id = s.document_id
+                   AND n.span_start > s.span_start AND %1$s
+                 ORDER BY n.span_start LIMIT 1)
+                UNION ALL
+                (SELECT n.note_id FROM unnest(s.links) AS l (target)
+                 JOIN pgmem.notes AS n ON n.namespace = $1 AND n.note_id = l.target
+                 WHERE %1$s)
+            ) AS nb
+            WHERE ($2 ->> 'neighbour_seeds')::integer > 0
+        )
+        -- Each candidate once, fetched by key, with its cosine in the index's own type.
+        SELECT array_agg(n.note_id), array_agg(1 - (n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s))
+        FROM pgmem.notes AS n
+        WHERE n.namespace = $1
+          AND n.note_id = ANY (ARRAY(SELECT d.note_id FROM dense AS d
+                                     UNION SELECT l.note_id FROM lexical AS l
+                                     UNION SELECT nb.note_id FROM neighbours AS nb))
+        $candidates$, v_row_filter, v_vector_type, v_lexical)
+        INTO v_candidates, v_cosines
+        USING p_namespace, v_arguments || jsonb_build_object('dense', v_dense::text);
+    END IF;
+
     -- 4. Scores, boosts and pool aggregates of the candidates (static SQL: planned once
-    -- per session). Rows come best base score first.
+    -- per session). Each boost is computed once per candidate, and only when its hints
+    -- are given. Rows come best base score first.
     RETURN QUERY
     WITH
     scored AS (
         SELECT n.note_id, n.external_id, n.document_id, n.span_start, n.span_end, n.text, n.context,
                n.family, n.role, n.confidence, n.source_ts, n.entities, n.time_tags, n.keywords,
-               n.handles, n.links, c.cosine, coalesce(score.bm25, 0) AS bm25
+               n.handles, n.links,
+               CASE WHEN v_cosines IS NULL THEN 1 - (n.embedding <=> p_query_embedding) ELSE c.cosine END AS cosine,
+               coalesce(score.bm25, 0) AS bm25
         FROM unnest(v_candidates, v_cosines) AS c (note_id, cosine)
         JOIN pgmem.notes AS n ON n.namespace = p_namespace AND n.note_id = c.note_id
         CROSS JOIN LATERAL pgmem.bm25_v1(n.lexemes, n.lexeme_count, v_terms, v_idf, bm25_k1, bm25_b,
                                          v_average_length) AS score
     ),
-    relevance AS (
+    -- Entity hints: the share of hints matched, each weighted by the best confidence of a
+    -- tag with its text (summed in text order); one pass over the candidates' tags.
+    entity_matches AS (
+        SELECT m.note_id, sum(m.best ORDER BY m.tag) AS matched
+        FROM (SELECT s.note_id, lower(e.value ->> 'text') AS tag, max((e.value ->> 'confidence')::float8) AS best
+              FROM scored AS s
+              CROSS JOIN LATERAL jsonb_array_elements(s.entities) AS e
+              WHERE cardinality(v_entity_hints) > 0 AND lower(e.value ->> 'text') = ANY (v_entity_hints)
+              GROUP BY s.note_id, lower(e.value ->> 'text')) AS m
+        GROUP BY m.note_id
+    ),
+    -- Relevance (weighted cosine + weighted normalised BM25) and the facet boosts.
+    boosted AS MATERIALIZED (
         SELECT s.*,
                coalesce(s.bm25 / nullif(max(s.bm25) OVER (), 0), 0) AS lexical,
                dense_weight * s.cosine
-                   + lexical_weight * coalesce(s.bm25 / nullif(max(s.bm25) OVER (), 0), 0) AS relevance
-        FROM scored AS s
-    ),
-    boosted AS (
-        SELECT r.*,
-               -- entity hints: share of hints matched, each weighted by the tag's confidence
-               entity_boost * coalesce((
-                   SELECT sum(best) / nullif(cardinality(v_entity_hints), 0)
-                   FROM (SELECT max((e.value ->> 'confidence')::float8) AS best
-                         FROM jsonb_array_elements(r.entities) AS e
-                         WHERE lower(e.value ->> 'text') = ANY (v_entity_hints)
-                         GROUP BY lower(e.value ->> 'text')) AS matched
-               ), 0) AS boost_entity,
+                   + lexical_weight * coalesce(s.bm25 / nullif(max(s.bm25) OVER (), 0), 0) AS relevance,
+               entity_boost * coalesce(em.matched / nullif(cardinality(v_entity_hints), 0), 0) AS boost_entity,
                -- time hint: the best-confidence time tag overlapping it, else the source time
                time_boost * CASE
                    WHEN time_from IS NULL AND time_to IS NULL THEN 0
                    ELSE coalesce((
                        SELECT max((t.value ->> 'confidence')::float8)
-                       FROM jsonb_array_elements(r.time_tags) AS t
+                       FROM jsonb_array_elements(s.time_tags) AS t
                        WHERE (t.value ->> 'end')::timestamptz > coalesce(time_from, '-infinity')
                          AND (t.value ->> 'start')::timestamptz < coalesce(time_to, 'infinity')
-                   ), CASE WHEN r.source_ts >= coalesce(time_from, '-infinity')
-                            AND r.source_ts < coalesce(time_to, 'infinity') THEN 0.5 ELSE 0 END)
+                   ), CASE WHEN s.source_ts >= coalesce(time_from, '-infinity')
+                            AND s.source_ts < coalesce(time_to, 'infinity') THEN 0.5 ELSE 0 END)
                END AS boost_time,
-               keyword_boost * coalesce((SELECT count(*)::float8 / nullif(cardinality(keyword_hints), 0)
-                                         FROM unnest(keyword_hints) AS k WHERE k = ANY (r.keywords)), 0)
-                   AS boost_keyword,
-               handle_boost * coalesce((SELECT count(*)::float8 / nullif(cardinality(handle_hints), 0)
-                                        FROM unnest(handle_hints) AS h WHERE h = ANY (r.handles)), 0)
-                   AS boost_handle
-        FROM relevance AS r
+               keyword_boost * CASE WHEN cardinality(keyword_hints) > 0
+                   THEN coalesce((SELECT count(*)::float8 / nullif(cardinality(keyword_hints), 0)
+                                  FROM unnest(keyword_hints) AS k WHERE k = ANY (s.keywords)), 0)
+                   ELSE 0 END AS boost_keyword,
+               handle_boost * CASE WHEN cardinality(handle_hints) > 0
+                   THEN coalesce((SELECT count(*)::float8 / nullif(cardinality(handle_hints), 0)
+                                  FROM unnest(handle_hints) AS h WHERE h = ANY (s.handles)), 0)
+                   ELSE 0 END AS boost_handle
+        FROM scored AS s
+        LEFT JOIN entity_matches AS em ON em.note_id = s.note_id
     ),
-    faceted AS (
+    faceted AS MATERIALIZED (
         SELECT b.*, b.boost_entity + b.boost_time + b.boost_keyword + b.boost_handle AS facet_boost
         FROM boosted AS b
     ),

@@ -46,15 +46,17 @@ def run(
     params: Mapping[str, Any] | None = None,
     *,
     prepare: bool | None = None,
+    binary: bool | None = None,
 ) -> psycopg.Cursor[dict[str, Any]]:
     """Execute the named statement on a cursor of pgmem's own; rows come back by name.
 
     The caller's connection may have any row factory (tuples, dicts, classes): pgmem
     never reads rows through it, so what it reads does not depend on how the
-    connection was opened.
+    connection was opened. ``binary`` asks for the rows in binary format (the same
+    values, without formatting and parsing every float as text).
     """
     cursor = conn.cursor(row_factory=dict_row)
-    return cursor.execute(query(name), params, prepare=prepare)
+    return cursor.execute(query(name), params, prepare=prepare, binary=binary)
 
 
 async def run_async(
@@ -63,10 +65,11 @@ async def run_async(
     params: Mapping[str, Any] | None = None,
     *,
     prepare: bool | None = None,
+    binary: bool | None = None,
 ) -> psycopg.AsyncCursor[dict[str, Any]]:
     """:func:`run` on an async connection (a dict_row cursor of pgmem's own)."""
     cursor = conn.cursor(row_factory=dict_row)
-    return await cursor.execute(query(name), params, prepare=prepare)
+    return await cursor.execute(query(name), params, prepare=prepare, binary=binary)
 
 
 @dataclass(frozen=True)
