@@ -224,6 +224,8 @@ def variants() -> dict[str, Variant]:
         found[f"coverage {weight}, decayed"] = partial(_packed_with, coverage=weight, order="decayed")
     for weight in ENTITY_COVERAGE:
         found[f"entity coverage {weight}"] = partial(_entity_covered, coverage=weight)
+    for weight in (2.0, 3.0, 4.0):
+        found[f"gated coverage {weight}"] = partial(_gated, coverage=weight)
     found["wide pool"] = lambda request, pool, wide: pack(request, wide)
     for hops, seeds in EXPANSIONS:
         found[f"link expansion {hops} hop(s) from the first {seeds} packed"] = partial(
@@ -244,6 +246,13 @@ ENTITY_COVERAGE = (0.5, 1.0, 2.0)
 def entity_words(question: str) -> frozenset[str]:
     """The words of the entities named in ``question`` (the hints stage one gets)."""
     return frozenset(w for e in derive_query_hints(question).entities for w in content_words(e))
+
+
+def _gated(request: PackRequest, pool: Pool, wide: Pool, coverage: float) -> list[str]:
+    """Coverage only for questions naming two entities or more (several things to cover)."""
+    if len(request.hints.entities) < 2:
+        return pack(request, pool)
+    return pack(request, pool, coverage=coverage)
 
 
 def _entity_covered(request: PackRequest, pool: Pool, wide: Pool, coverage: float) -> list[str]:
