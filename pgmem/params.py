@@ -248,6 +248,12 @@ class PackParams(_Params):
         score given what is already packed (an MMR-like greedy, so a near-repeat of a
         packed note waits behind a fresh one); ``"final"``: the seed's single scan by the
         undecayed final score, the decay only feeding ``minimum_effective_score``.
+    coverage : float
+        Weight (in pool standard deviations) of question coverage in each next pick: the
+        pick maximises its score plus ``coverage`` times the idf-weighted share of the
+        question's content words it holds that no packed note holds yet, so a pack
+        covers a question's several entities and aspects (default 0: off, the pick is
+        by ``order`` alone; 0..10).
     """
 
     budget: int = 8
@@ -258,9 +264,11 @@ class PackParams(_Params):
     overlap_hard_threshold: float = 0.9
     minimum_effective_score: float | None = None
     order: PackOrder = "final"
+    coverage: float = 0.0
 
     def __post_init__(self) -> None:
         whole("budget", self.budget, 1, 1000)
+        between("coverage", self.coverage, 0.0, 10.0)
         if self.order not in PACK_ORDERS:
             raise ConfigurationError(f"order must be one of {', '.join(PACK_ORDERS)}, got {describe_value(self.order)}")
         if self.token_budget is not None:

@@ -30,7 +30,7 @@ from golden_util import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pgmem.errors import InputError
+from pgmem.errors import ConfigurationError, InputError
 from pgmem.params import CalibrationParams, PackParams
 from pgmem.retrieval.calibrate import Calibration, calibrate
 from pgmem.retrieval.packer import PackResult, count_tokens, note_overlap, rank_and_pack
@@ -459,3 +459,41 @@ def test_pack_matches_scalar_reference_in_both_orders(
     assert [(r.note_id, r.reason) for r in result.rejections] == [
         (r["note_id"], r["reason"]) for r in reference["rejections"]
     ]
+
+
+# ------------------------------------------------------------------------ coverage
+
+
+def test_coverage_packs_a_note_for_each_of_the_question_s_aspects() -> None:
+    # Two notes on Caroline outscore the one on Melanie; with coverage on, the second
+    # pick covers the question word still uncovered (melanie) instead of repeating one.
+    rows = [
+        _note(1, "Caroline went hiking in the mountains", score=0.9),
+        _note(2, "Caroline likes hiking with friends", score=0.85),
+        _note(3, "Melanie paints landscapes", score=0.6),
+        _note(4, "The weather was nice", score=0.1),
+    ]
+    pool = Pool.from_candidates(rows, query="What do Caroline and Melanie enjoy?")
+    calibration = calibrate(pool, CalibrationParams(), "relevance")
+    plain = rank_and_pack(pool, calibration, PackParams(budget=2))
+    covered = rank_and_pack(pool, calibration, PackParams(budget=2, coverage=2.0))
+    assert [i.note_id[-1] for i in plain.items] == ["1", "2"]
+    assert [i.note_id[-1] for i in covered.items] == ["1", "3"]
+    # Once every question word is covered the gains vanish: the rest follows the scan order.
+    rest = rank_and_pack(pool, calibration, PackParams(budget=4, coverage=2.0))
+    assert [i.note_id[-1] for i in rest.items] == ["1", "3", "2", "4"]
+
+
+def test_coverage_is_off_by_default_and_checked() -> None:
+    assert PackParams().coverage == 0.0
+    with pytest.raises(ConfigurationError, match="coverage"):
+        PackParams(coverage=-0.1)
+
+
+def test_coverage_without_question_words_keeps_the_scan_order() -> None:
+    rows = [_note(i, f"note {i}", score=0.1 * i) for i in range(1, 5)]
+    for question in ("", "What is it?", "Zebra?"):  # no words, stop words only, a word no note holds
+        pool = Pool.from_candidates(rows, query=question)
+        calibration = calibrate(pool, CalibrationParams(), "relevance")
+        covered = rank_and_pack(pool, calibration, PackParams(coverage=2.0))
+        assert covered.items == rank_and_pack(pool, calibration, PackParams()).items

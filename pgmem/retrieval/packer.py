@@ -10,6 +10,7 @@ imports.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -17,12 +18,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from pgmem.errors import InputError
 from pgmem.params import PackParams
 from pgmem.retrieval.calibrate import Calibration
 from pgmem.retrieval.pool import Pool
-from pgmem.retrieval.words import word_list
+from pgmem.retrieval.words import content_words, word_list
 from pgmem.types import Candidate, PackItem, Rejection
 
 OVERLAP = "overlap"
@@ -100,7 +102,10 @@ def rank_and_pack(
     ``final`` descending, ties by ``note_id`` ascending. With ``params.order ==
     "final"`` candidates are picked in that order; with ``"decayed"`` each pick is the
     remaining candidate with the largest ``decayed`` (ties: the scan order), so a note
-    repeating a packed one waits behind a fresh one. For each pick, the first rule that
+    repeating a packed one waits behind a fresh one. With ``params.coverage > 0`` each
+    pick is the remaining candidate with the largest score (``final`` or ``decayed``)
+    plus its coverage gain: ``coverage`` times the idf-weighted share of the question's
+    content words it holds that no packed note holds yet (docs/algorithm.md). For each pick, the first rule that
     refuses it names the rejection: ``overlap`` (max_overlap above
     ``overlap_hard_threshold``), ``below_minimum`` (decayed below
     ``minimum_effective_score``), ``role_quota``, ``family_cap``, ``quarantine``
@@ -175,16 +180,23 @@ def rank_and_pack(
     def decayed_score(index: int) -> float:
         return final_scores[index] - params.overlap_decay * overlaps.largest(index)
 
+    coverage = _Coverage(pool, params.coverage) if params.coverage > 0 else None
+
     def picks() -> Iterator[tuple[bool, int]]:
         """(second pass?, candidate) in pick order."""
         remaining = list(order)
         while remaining:
             position = 0
-            if params.order == "decayed":
-                # The remaining candidate with the best decayed score given what is packed
-                # (ties: the better final score, then the note id — the scan order).
-                scores = [decayed_score(index) for index in remaining]
-                position = scores.index(max(scores))
+            if params.order == "decayed" or coverage is not None:
+                # The remaining candidate with the best decayed score (or final score, in
+                # the seed's order) plus its coverage gain given what is packed (ties: the
+                # better final score, then the note id — the scan order).
+                if params.order == "decayed":
+                    scores = [decayed_score(index) for index in remaining]
+                    position = scores.index(max(scores))
+                if coverage is not None:
+                    base = np.array(scores) if params.order == "decayed" else final[remaining]
+                    position = int(np.argmax(base + coverage.gains(overlaps.selected)[remaining]))
             yield False, remaining.pop(position)
         if refill:
             yield from ((True, index) for index in deferred)
@@ -269,6 +281,49 @@ def rank_and_pack(
             )
         )
     return PackResult(tuple(items), tuple(rejections) + tuple(held.values()))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _content_words(text: str) -> frozenset[str]:
+    # Notes and contexts (a speaker, a session, a title) come back pack after pack.
+    return content_words(text)
+
+
+def question_aspects(question: str) -> frozenset[str]:
+    """The words of ``question`` a pack with coverage on tries to cover: its content words."""
+    return content_words(question)
+
+
+class _Coverage:
+    """The coverage gain of each candidate: ``weight`` times the idf-weighted share of the
+    question's content words (those found in the pool, in a note's context or text) that
+    it holds and no packed note holds yet. A word's weight is ``ln(1 + N / df)`` over the
+    pool's N notes, so a rare entity counts more than a word every candidate repeats."""
+
+    def __init__(self, pool: Pool, weight: float) -> None:
+        # A note's words include its context (a title, a session) as its lexemes do.
+        question = sorted(question_aspects(pool.query))
+        hits = np.zeros((len(pool.candidates), len(question)), dtype=bool)
+        for row, candidate in enumerate(pool.candidates):
+            text, context = _content_words(candidate.text), _content_words(candidate.context)
+            hits[row] = [word in text or word in context for word in question]
+        self.hits = hits[:, hits.any(axis=0)]
+        self.numeric = self.hits.astype(np.float64)
+        found = self.hits.sum(axis=0)
+        idf = np.log1p(len(pool.candidates) / np.maximum(found, 1))
+        total = float(idf.sum())
+        self.weights = weight * idf / total if total > 0 else idf
+        self.current: npt.NDArray[np.float64] = np.round(self.numeric @ self.weights, 12)
+        self.counted = 0
+
+    def gains(self, selected: list[int]) -> npt.NDArray[np.float64]:
+        """Every candidate's gain given the ``selected`` (packed) candidates."""
+        if len(selected) > self.counted:
+            self.counted = len(selected)
+            covered = self.hits[selected].any(axis=0)
+            # Rounded so that equal gains are equal whatever the summation order.
+            self.current = np.round(self.numeric @ np.where(covered, 0.0, self.weights), 12)
+        return self.current
 
 
 class _Overlaps:
