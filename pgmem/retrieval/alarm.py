@@ -87,13 +87,15 @@ def family_signals(
     notes = pool.namespace_notes
     namespace_age = pool.namespace_age_seconds
     signals = FamilySignals([], [], [], [], [], [], [], [], [])
+    ages_known = namespace_age is not None and recency_window > 0
     for name, z, duplicate, question_echo in zip(families, shrunk_z.tolist(), duplicates, echoes, strict=True):
         aggregate = aggregates[name]
         pool_share = aggregate.count / size
         namespace_share = aggregate.namespace_count / notes if notes > 0 else 0.0
-        concentration = _clip(1.0 - namespace_share / pool_share) if notes > 0 else 0.0
-        newness = _newness(aggregate.age_seconds, namespace_age, recency_window)
-        support = _clip(math.tanh(z / tau))
+        # min(1.0, max(0.0, x)) is _clip, written out: this loop runs once per family and pack.
+        concentration = min(1.0, max(0.0, 1.0 - namespace_share / pool_share)) if notes > 0 else 0.0
+        newness = _newness(aggregate.age_seconds, namespace_age, recency_window) if ages_known else 0.0
+        support = min(1.0, max(0.0, math.tanh(z / tau)))
         strength = max(support, concentration, newness)
         signals.namespace_count.append(aggregate.namespace_count)
         signals.pool_share.append(pool_share)
@@ -103,7 +105,7 @@ def family_signals(
         signals.duplicate_density.append(duplicate)
         signals.question_echo.append(question_echo)
         signals.support.append(support)
-        signals.score.append(_clip(question_echo * math.sqrt(duplicate) * (0.5 + 0.5 * strength)))
+        signals.score.append(min(1.0, max(0.0, question_echo * math.sqrt(duplicate) * (0.5 + 0.5 * strength))))
     return signals
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from pgmem.errors import InputError
 from pgmem.params import PackParams
@@ -155,9 +156,7 @@ def rank_and_pack(
         raise InputError("candidate base scores and pool aggregates must be finite")
     normalized_scores: list[float] = normalized.tolist()
     final_scores: list[float] = final.tolist()
-    # Sorting (-final, note id, index) tuples gives the scan order without a key function.
-    ranked = sorted(zip((-final).tolist(), note_ids, range(len(candidates)), strict=True))
-    order = list(map(operator.itemgetter(2), ranked))
+    order = _scan_order(final, note_ids)
     overlaps = _Overlaps(candidates, pool.words.word_ids)
     quarantined = calibration.quarantined
     items: list[PackItem] = []
@@ -274,6 +273,19 @@ def rank_and_pack(
             )
         )
     return PackResult(tuple(items), tuple(rejections) + tuple(held.values()))
+
+
+def _scan_order(final: npt.NDArray[np.float64], note_ids: list[str]) -> list[int]:
+    """Candidate indices by final score descending, ties by note id then index."""
+    descending = np.argsort(-final, kind="stable")
+    ordered = final[descending]
+    if not (ordered[1:] == ordered[:-1]).any():
+        # No two scores are equal (-0.0 == 0.0 counts as equal): the note ids are never read.
+        scan: list[int] = descending.tolist()
+        return scan
+    # Sorting (-final, note id, index) tuples gives the scan order without a key function.
+    ranked = sorted(zip((-final).tolist(), note_ids, range(len(note_ids)), strict=True))
+    return list(map(operator.itemgetter(2), ranked))
 
 
 class _Overlaps:

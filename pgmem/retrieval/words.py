@@ -167,7 +167,7 @@ class PoolWords:
         content = every >= _FIRST_CONTENT_ID
         # One entry per (note, distinct content word), in note order.
         self.content_ids: _Ids = every[content]
-        self.content_rows: _Ints = np.repeat(np.arange(self.size, dtype=np.int64), lengths)[content]
+        self.content_rows: _Ints = np.arange(self.size, dtype=np.int64).repeat(lengths)[content]
         self.content_sizes: _Array = np.bincount(self.content_rows, minlength=self.size).astype(np.float64)
 
     def words(self, row: int) -> frozenset[str]:
@@ -216,7 +216,7 @@ class PoolWords:
         wanted = np.zeros(count, dtype=bool)
         wanted[rows] = True
         picked = np.flatnonzero(wanted)
-        position = np.cumsum(wanted) - 1
+        position = wanted.cumsum() - 1
         shared = self._shared(picked, wanted, position)
         number = {document: index for index, document in enumerate(dict.fromkeys(documents))}
         codes = np.fromiter(map(number.__getitem__, documents), dtype=np.int64, count=count)
@@ -232,12 +232,12 @@ class PoolWords:
     def _shared(self, picked: _Ints, wanted: npt.NDArray[np.bool_], position: _Ints) -> _Ints:
         """``shared[p, j]``: how many content words note ``picked[p]`` and note j have in common."""
         count = self.size
-        order = np.argsort(self.content_ids, kind="stable")
+        # Runs of one word (any order within a run: every count below is symmetric).
+        order = self.content_ids.argsort()
         word = self.content_ids[order]
         row = self.content_rows[order]
-        # Runs of one word, notes ascending within a run (the sort is stable).
         starts = np.flatnonzero(np.concatenate(([True], word[1:] != word[:-1])))
-        lengths = np.diff(np.append(starts, len(word)))
+        lengths = np.diff(starts, append=len(word))
         shared = np.zeros((len(picked), count), dtype=np.int64)
         common = _common_runs(lengths)
         paired = lengths >= 2
@@ -246,22 +246,22 @@ class PoolWords:
             # such words are counted as bits instead, popcount of each pair's AND.
             bit = np.zeros(len(lengths))
             bit[common] = _POWERS[: len(common)]
-            masks = np.bincount(row, weights=np.repeat(bit, lengths), minlength=count).astype(np.uint64)
+            masks = np.bincount(row, weights=bit.repeat(lengths), minlength=count).astype(np.uint64)
             shared += _popcount(masks[picked, None] & masks[None, :])
             paired[common] = False
         # Every entry of a paired word in a picked note pairs with the other entries of its run.
-        run_length = np.repeat(np.where(paired, lengths, 0), lengths)
-        run_start = np.repeat(starts, lengths)
+        run_length = np.where(paired, lengths, 0).repeat(lengths)
+        run_start = starts.repeat(lengths)
         entries = np.flatnonzero((run_length > 0) & wanted[row])
         partners = run_length[entries] - 1
         total = int(partners.sum())
         if not total:
             return shared
         # The partners of entry e are the run's entries but e, laid end to end.
-        offset = np.arange(total) - np.repeat(np.cumsum(partners) - partners, partners)
-        offset += offset >= np.repeat(entries - run_start[entries], partners)
-        partner = np.repeat(run_start[entries], partners) + offset
-        cells = np.repeat(position[row[entries]] * count, partners) + row[partner]
+        offset = np.arange(total) - (partners.cumsum() - partners).repeat(partners)
+        offset += offset >= (entries - run_start[entries]).repeat(partners)
+        partner = run_start[entries].repeat(partners) + offset
+        cells = (position[row[entries]] * count).repeat(partners) + row[partner]
         shared += np.bincount(cells, minlength=len(picked) * count).reshape(len(picked), count)
         return shared
 
