@@ -73,6 +73,7 @@ def _word_lists(texts: Sequence[str]) -> list[list[str]]:
 
 #: Stop words have the first ids of every vocabulary: a word id is a content word's when it is >= this.
 _FIRST_CONTENT_ID = len(STOPWORDS)
+_STOPWORDS_IN_ORDER = tuple(sorted(STOPWORDS))
 
 
 class _ContentIds:
@@ -130,7 +131,7 @@ class _ContentIds:
         """Tokenise ``texts`` (new, distinct) and give their new words the next ids."""
         lookup = self._vocabulary.__getitem__  # assigns ids to new words
         if not self._vocabulary:
-            list(map(lookup, sorted(STOPWORDS)))  # ids 0 .. _FIRST_CONTENT_ID - 1
+            list(map(lookup, _STOPWORDS_IN_ORDER))  # ids 0 .. _FIRST_CONTENT_ID - 1
         distinct = list(map(set, _word_lists(texts)))
         # Set order: ids only ever say which words are equal, never reach an output.
         ids = array(_ID_TYPE, list(map(lookup, itertools.chain.from_iterable(distinct)))).tobytes()
