@@ -223,10 +223,10 @@ class PoolWords:
         codes = np.fromiter(map(number.__getitem__, documents), dtype=np.int64, count=count)
         # Notes of one document (the note itself included) are not near-duplicates: 0.
         shared *= codes[picked, None] != codes[None, :]
-        union = self.content_sizes[picked, None] + self.content_sizes[None, :]
+        # A note without content words shares none: counted as one word, its unions are
+        # >= 1 and its Jaccards the 0 they are (other unions are >= either note's size).
+        union = np.maximum(self.content_sizes[picked], 1.0)[:, None] + self.content_sizes[None, :]
         union -= shared
-        # A union of 0 has nothing shared: 0 / 1 is the 0 it reports.
-        np.maximum(union, 1.0, out=union)
         nearest: _Array = (shared / union).max(axis=1)[position[rows]]
         return nearest
 
@@ -239,16 +239,16 @@ class PoolWords:
         row = self.content_rows[order]
         starts = np.flatnonzero(np.concatenate(([True], word[1:] != word[:-1])))
         lengths = np.diff(starts, append=len(word))
-        shared = np.zeros((len(picked), count), dtype=np.int64)
         common = _common_runs(lengths)
         paired = lengths >= 2
+        bits = None
         if len(common):
             # A word in many notes (a speaker's name in every turn) would make k*k pairs:
             # such words are counted as bits instead, popcount of each pair's AND.
             bit = np.zeros(len(lengths))
             bit[common] = _POWERS[: len(common)]
             masks = np.bincount(row, weights=bit.repeat(lengths), minlength=count).astype(np.uint64)
-            shared += _popcount(masks[picked, None] & masks[None, :])
+            bits = _popcount(masks[picked, None] & masks[None, :])
             paired[common] = False
         # Every entry of a paired word in a picked note pairs with the other entries of its run.
         run_length = np.where(paired, lengths, 0).repeat(lengths)
@@ -256,14 +256,17 @@ class PoolWords:
         entries = np.flatnonzero((run_length > 0) & wanted[row])
         partners = run_length[entries] - 1
         total = int(partners.sum())
-        if not total:
-            return shared
-        # The partners of entry e are the run's entries but e, laid end to end.
-        offset = np.arange(total) - (partners.cumsum() - partners).repeat(partners)
-        offset += offset >= (entries - run_start[entries]).repeat(partners)
-        partner = run_start[entries].repeat(partners) + offset
-        cells = (position[row[entries]] * count).repeat(partners) + row[partner]
-        shared += np.bincount(cells, minlength=len(picked) * count).reshape(len(picked), count)
+        if total:
+            # The partners of entry e are the run's entries but e, laid end to end.
+            offset = np.arange(total) - (partners.cumsum() - partners).repeat(partners)
+            offset += offset >= (entries - run_start[entries]).repeat(partners)
+            partner = run_start[entries].repeat(partners) + offset
+            cells = (position[row[entries]] * count).repeat(partners) + row[partner]
+            shared: _Ints = np.bincount(cells, minlength=len(picked) * count).reshape(len(picked), count)
+        else:
+            shared = np.zeros((len(picked), count), dtype=np.int64)
+        if bits is not None:
+            shared += bits
         return shared
 
 
