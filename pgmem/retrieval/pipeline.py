@@ -321,7 +321,7 @@ def finish_pack(request: PackRequest, pool: Pool, timings: Mapping[str, float] |
     calibrated = calibrate(pool, request.calibration, request.mode)
     result = rank_and_pack(pool, calibrated, request.packing)
     # Each rejection is explained like a packed item: its base score and regulariser.
-    base_scores = {c.note_id: c.base_score for c in pool.candidates}
+    base_scores = {c.note_id: c.base_score for c in pool.candidates} if result.rejections else {}
     regularizer = calibrated.regularizer
     rejections = tuple(
         frozen_from_fields(
