@@ -34,6 +34,8 @@ ROLES: tuple[str, ...] = (
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+#: Values that are never mappings (checked first: isinstance against an ABC is slow).
+_SCALARS: frozenset[type] = frozenset({int, float, str, bool, type(None)})
 
 
 def _field_names(kind: type) -> tuple[str, ...]:
@@ -51,7 +53,10 @@ class _Params:
         # rest immutable scalars), without its deep recursion: every pack's diagnostics
         # call this three times.
         values = {name: getattr(self, name) for name in _field_names(type(self))}
-        return {name: dict(value) if isinstance(value, Mapping) else value for name, value in values.items()}
+        return {
+            name: value if type(value) in _SCALARS or not isinstance(value, Mapping) else dict(value)
+            for name, value in values.items()
+        }
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> Any:

@@ -33,14 +33,13 @@ import itertools
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-import pgmem.retrieval.alarm as alarm
 from pgmem.db.connection import connect
 from pgmem.embeddings import get_embedder
 from pgmem.eval.datasets import load_dataset
@@ -48,6 +47,7 @@ from pgmem.eval.fusion import Components, base_scores, components, pool_signals,
 from pgmem.eval.runner import answerable_pools
 from pgmem.params import StageOneParams
 from pgmem.retrieval.pipeline import finish_pack
+from pgmem.retrieval.words import PoolWords
 
 SHARES = tuple(round(0.1 * i, 1) for i in range(11))
 DEFAULT = StageOneParams()
@@ -87,24 +87,24 @@ def term_signals(conn: Any, question: str, namespace: str) -> dict[str, float]:
 
 @contextlib.contextmanager
 def memoised_duplicates() -> Iterator[None]:
-    """Within: the family alarm's nearest-duplicate matrix, which depends on the pool's
-    texts only and not on the scores, is computed once per pool instead of once per fusion
-    (the sweep's dominant cost on a 2-core machine; no result changes). Timings are taken
-    outside, with the read path's own code."""
-    compute = alarm._nearest_duplicate
+    """Within: the family alarm's nearest-duplicate Jaccards, which depend on the pool's
+    texts only and not on the scores, are computed once per pool and set of rows instead
+    of once per fusion (the sweep's dominant cost on a 2-core machine; no result
+    changes). Timings are taken outside, with the read path's own code."""
+    compute = PoolWords.nearest_duplicate
     cache: dict[tuple[Any, ...], Any] = {}
 
-    def memoised(notes: list[frozenset[str]], documents: list[str]) -> Any:
-        key = (tuple(documents), tuple(notes))
+    def memoised(words: PoolWords, documents: Sequence[str], rows: Any = None) -> Any:
+        key = (tuple(words._texts), tuple(documents), None if rows is None else tuple(np.asarray(rows).tolist()))
         if key not in cache:
-            cache[key] = compute(notes, documents)
+            cache[key] = compute(words, documents, rows)
         return cache[key]
 
-    alarm._nearest_duplicate = memoised
+    PoolWords.nearest_duplicate = memoised  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:
-        alarm._nearest_duplicate = compute
+        PoolWords.nearest_duplicate = compute  # type: ignore[method-assign]
 
 
 def _fusions() -> dict[str, tuple[Fusion, float]]:

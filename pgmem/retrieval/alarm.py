@@ -82,21 +82,20 @@ def family_signals(
         Seconds over which a family stops counting as new.
     """
     aggregates = {aggregate.family: aggregate for aggregate in pool.families}
-    words = pool.words
-    echo = words.echo()
-    nearest = words.nearest_duplicate([candidate.document_id for candidate in pool.candidates])
-    duplicates, echoes = _group_means(pool, families, echo, nearest)
+    duplicates, echoes = _group_means(pool, families)
     size = max(pool.size, 1)
     notes = pool.namespace_notes
     namespace_age = pool.namespace_age_seconds
     signals = FamilySignals([], [], [], [], [], [], [], [], [])
+    ages_known = namespace_age is not None and recency_window > 0
     for name, z, duplicate, question_echo in zip(families, shrunk_z.tolist(), duplicates, echoes, strict=True):
         aggregate = aggregates[name]
         pool_share = aggregate.count / size
         namespace_share = aggregate.namespace_count / notes if notes > 0 else 0.0
-        concentration = _clip(1.0 - namespace_share / pool_share) if notes > 0 else 0.0
-        newness = _newness(aggregate.age_seconds, namespace_age, recency_window)
-        support = _clip(math.tanh(z / tau))
+        # min(1.0, max(0.0, x)) is _clip, written out: this loop runs once per family and pack.
+        concentration = min(1.0, max(0.0, 1.0 - namespace_share / pool_share)) if notes > 0 else 0.0
+        newness = _newness(aggregate.age_seconds, namespace_age, recency_window) if ages_known else 0.0
+        support = min(1.0, max(0.0, math.tanh(z / tau)))
         strength = max(support, concentration, newness)
         signals.namespace_count.append(aggregate.namespace_count)
         signals.pool_share.append(pool_share)
@@ -106,17 +105,20 @@ def family_signals(
         signals.duplicate_density.append(duplicate)
         signals.question_echo.append(question_echo)
         signals.support.append(support)
-        signals.score.append(_clip(question_echo * math.sqrt(duplicate) * (0.5 + 0.5 * strength)))
+        signals.score.append(min(1.0, max(0.0, question_echo * math.sqrt(duplicate) * (0.5 + 0.5 * strength))))
     return signals
 
 
-def _group_means(pool: Pool, families: Sequence[str], echo: _Array, nearest: _Array) -> tuple[list[float], list[float]]:
+def _group_means(pool: Pool, families: Sequence[str]) -> tuple[list[float], list[float]]:
     """Per family, the mean near-duplicate density and echo of its group (0 without notes).
 
     A family's group is its (at most :data:`ALARM_GROUP`) most question-like notes, ties
     by pool order: an attacker writing for many questions has many notes in a pool, and
-    only the group aimed at this question colludes.
+    only the group aimed at this question colludes. Near-duplicates are measured for the
+    groups' notes only: no other note's value is read.
     """
+    words = pool.words
+    echo = words.echo()
     number = {name: index for index, name in enumerate(families)}
     family_of = np.fromiter(
         map(number.__getitem__, [candidate.family for candidate in pool.candidates]),
@@ -128,11 +130,12 @@ def _group_means(pool: Pool, families: Sequence[str], echo: _Array, nearest: _Ar
     grouped = family_of[order]
     rank = np.arange(len(grouped)) - np.searchsorted(grouped, grouped)
     chosen = order[rank < ALARM_GROUP]
+    nearest = words.nearest_duplicate([candidate.document_id for candidate in pool.candidates], chosen)
     members = np.bincount(family_of[chosen], minlength=len(families))
     # bincount adds each family's values in group order, as a sum over the group would.
     sums = np.stack(
         [
-            np.bincount(family_of[chosen], weights=nearest[chosen], minlength=len(families)),
+            np.bincount(family_of[chosen], weights=nearest, minlength=len(families)),
             np.bincount(family_of[chosen], weights=echo[chosen], minlength=len(families)),
         ]
     )

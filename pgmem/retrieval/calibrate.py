@@ -24,7 +24,7 @@ from pgmem.errors import InputError
 from pgmem.params import CalibrationParams, Mode, check_mode
 from pgmem.retrieval.alarm import family_signals
 from pgmem.retrieval.pool import Pool
-from pgmem.types import FamilyAggregate, FamilyCalibration
+from pgmem.types import FamilyAggregate, FamilyCalibration, frozen_from_fields
 
 POOL_TOO_SMALL = "pool_too_small"
 POOL_TOO_FLAT = "pool_too_flat"
@@ -234,7 +234,8 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
         if flag:
             regularizer[i] = -params.quarantine_penalty * signals.score[i]
 
-    # Each column turned into Python floats once (tolist), then one record per family.
+    # Each column turned into Python floats once (tolist), then one record per family,
+    # its __dict__ filled at once (frozen_from_fields: 27 fields, one record per family).
     columns = zip(
         families,
         expected_sum.tolist(),
@@ -248,39 +249,51 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
         floor_dominated.tolist(),
         feedback_reliability.tolist(),
         feedback_z.tolist(),
+        signals.namespace_count,
+        signals.pool_share,
+        signals.namespace_share,
+        signals.newness,
+        signals.duplicate_density,
+        signals.question_echo,
+        signals.score,
+        alarmed,
+        quarantined,
         strict=True,
     )
     records = tuple(
-        FamilyCalibration(
-            family=aggregate.family,
-            count=aggregate.count,
-            score_sum=aggregate.score_sum,
-            mean_confidence=aggregate.mean_confidence,
-            expected_sum=expected_sum_f,
-            expected_variance=expected_variance_f,
-            z=z_f,
-            shrunk_z=shrunk_z_f,
-            corroboration=corroboration_f,
-            reliability=reliability_f,
-            uncertainty=uncertainty_f,
-            regularizer=regularizer_f,
-            variance_floor_dominated=floor_dominated_f,
-            feedback_helpful=aggregate.feedback_helpful,
-            feedback_unhelpful=aggregate.feedback_unhelpful,
-            feedback_reliability=feedback_reliability_f,
-            feedback_z=feedback_z_f,
-            namespace_count=signals.namespace_count[i],
-            pool_share=signals.pool_share[i],
-            namespace_share=signals.namespace_share[i],
-            newness=signals.newness[i],
-            duplicate_density=signals.duplicate_density[i],
-            question_echo=signals.question_echo[i],
-            alarm_score=signals.score[i],
-            alarm_threshold=threshold,
-            alarmed=alarmed[i],
-            quarantined=quarantined[i],
+        frozen_from_fields(
+            FamilyCalibration,
+            {
+                "family": aggregate.family,
+                "count": aggregate.count,
+                "score_sum": aggregate.score_sum,
+                "mean_confidence": aggregate.mean_confidence,
+                "expected_sum": expected_sum_f,
+                "expected_variance": expected_variance_f,
+                "z": z_f,
+                "shrunk_z": shrunk_z_f,
+                "corroboration": corroboration_f,
+                "reliability": reliability_f,
+                "uncertainty": uncertainty_f,
+                "regularizer": regularizer_f,
+                "variance_floor_dominated": floor_dominated_f,
+                "feedback_helpful": aggregate.feedback_helpful,
+                "feedback_unhelpful": aggregate.feedback_unhelpful,
+                "feedback_reliability": feedback_reliability_f,
+                "feedback_z": feedback_z_f,
+                "namespace_count": namespace_count_f,
+                "pool_share": pool_share_f,
+                "namespace_share": namespace_share_f,
+                "newness": newness_f,
+                "duplicate_density": duplicate_density_f,
+                "question_echo": question_echo_f,
+                "alarm_score": alarm_score_f,
+                "alarm_threshold": threshold,
+                "alarmed": alarmed_f,
+                "quarantined": quarantined_f,
+            },
         )
-        for i, (
+        for (
             aggregate,
             expected_sum_f,
             expected_variance_f,
@@ -293,7 +306,16 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
             floor_dominated_f,
             feedback_reliability_f,
             feedback_z_f,
-        ) in enumerate(columns)
+            namespace_count_f,
+            pool_share_f,
+            namespace_share_f,
+            newness_f,
+            duplicate_density_f,
+            question_echo_f,
+            alarm_score_f,
+            alarmed_f,
+            quarantined_f,
+        ) in columns
     )
     return Calibration(mode, degraded, reasons, records, params.eps, params.quarantine_cap)
 
@@ -332,11 +354,32 @@ def _check_pool(pool: Pool) -> None:
     names = [aggregate.family for aggregate in pool.families]
     if len(set(names)) != len(names):
         raise InputError("pool families must be unique, got a repeated family name")
-    for aggregate in pool.families:
-        _check_family(aggregate)
+    if not _plainly_valid(pool.families):
+        for aggregate in pool.families:
+            _check_family(aggregate)
     total = sum(aggregate.count for aggregate in pool.families)
     if total != pool.size:
         raise InputError(f"pool family counts must add up to the pool size {pool.size}, got {total}")
+
+
+def _plainly_valid(families: tuple[FamilyAggregate, ...]) -> bool:
+    """True when every family passes :func:`_check_family`, read in a few passes over all.
+
+    A sum is finite only when every term is (an inf or nan propagates); it may also
+    overflow for huge finite terms, which then go through the family-by-family check.
+    """
+    if not families:
+        return True
+    scores = [aggregate.score_sum for aggregate in families]
+    confidences = [aggregate.mean_confidence for aggregate in families]
+    helpful = [aggregate.feedback_helpful for aggregate in families]
+    unhelpful = [aggregate.feedback_unhelpful for aggregate in families]
+    return (
+        min(aggregate.count for aggregate in families) >= 1
+        and math.isfinite(sum(scores) + sum(confidences) + sum(helpful) + sum(unhelpful))
+        and min(helpful) >= 0
+        and min(unhelpful) >= 0
+    )
 
 
 def _check_family(aggregate: FamilyAggregate) -> None:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,7 +26,7 @@ from pgmem.params import PackParams
 from pgmem.retrieval.calibrate import Calibration
 from pgmem.retrieval.pool import Pool
 from pgmem.retrieval.words import content_words, word_list
-from pgmem.types import Candidate, PackItem, Rejection
+from pgmem.types import Candidate, PackItem, Rejection, frozen_from_fields
 
 OVERLAP = "overlap"
 BELOW_MINIMUM = "below_minimum"
@@ -143,13 +144,15 @@ def rank_and_pack(
     candidates = pool.candidates
     if not candidates:
         return PackResult((), ())
-    _check_unique_ids(candidates)
-    known = {record.family for record in calibration.families}
-    missing = sorted({c.family for c in candidates} - known)
+    note_ids = [c.note_id for c in candidates]
+    if len(set(note_ids)) != len(note_ids):
+        _check_unique_ids(candidates)
+    families = [c.family for c in candidates]
+    regularizer_of = calibration.regularizers  # one per calibrated family
+    missing = sorted(set(families).difference(regularizer_of))
     if missing:
         raise InputError(f"candidate family {missing[0]!r} is missing from the calibration")
-    regularizer_of = calibration.regularizers
-    regularizers = [regularizer_of[c.family] for c in candidates]
+    regularizers = list(map(regularizer_of.__getitem__, families))
     base = np.array([c.base_score for c in candidates], dtype=np.float64)
     normalized = (base - pool.mean) / math.sqrt(pool.variance + calibration.eps)
     final = normalized + np.array(regularizers, dtype=np.float64)
@@ -157,11 +160,8 @@ def rank_and_pack(
         raise InputError("candidate base scores and pool aggregates must be finite")
     normalized_scores: list[float] = normalized.tolist()
     final_scores: list[float] = final.tolist()
-    # Sorting (-final, note id, index) tuples gives the scan order without a key function.
-    negated = [-score for score in final_scores]
-    ranked = sorted(zip(negated, [c.note_id for c in candidates], range(len(candidates)), strict=True))
-    order = [index for _, _, index in ranked]
-    overlaps = _Overlaps(candidates, pool.words.words)
+    order = _scan_order(final, note_ids)
+    overlaps = _Overlaps(candidates, pool.words.word_ids)
     quarantined = calibration.quarantined
     items: list[PackItem] = []
     rejections: list[Rejection] = []
@@ -175,7 +175,7 @@ def rank_and_pack(
     # in through the gap it made.
     deferred: list[int] = []
     held: dict[int, Rejection] = {}
-    refill = all(candidate.family in quarantined for candidate in candidates)
+    refill = quarantined.issuperset(families)
 
     def decayed_score(index: int) -> float:
         return final_scores[index] - params.overlap_decay * overlaps.largest(index)
@@ -205,7 +205,7 @@ def rank_and_pack(
         if len(items) >= params.budget or tokens_left == 0:
             break
         candidate = candidates[index]
-        max_overlap, overlaps_with = overlaps.largest(index), overlaps.with_note(index)
+        max_overlap, overlaps_with = overlaps.best(index)
         decayed = final_scores[index] - params.overlap_decay * max_overlap
         tokens = 0
         reason: str | None = None
@@ -255,29 +255,32 @@ def rank_and_pack(
         if tokens_left is not None:
             tokens_left -= tokens
         items.append(
-            PackItem(
-                rank=len(items) + 1,
-                note_id=candidate.note_id,
-                external_id=candidate.external_id,
-                document_id=candidate.document_id,
-                family=candidate.family,
-                role=candidate.role,
-                confidence=candidate.confidence,
-                text=candidate.text,
-                context=candidate.context,
-                source_ts=candidate.source_ts,
-                citation=candidate.citation,
-                base_score=candidate.base_score,
-                normalized_score=normalized_scores[index],
-                regularizer=regularizers[index],
-                final_score=final_scores[index],
-                decayed_score=decayed,
-                max_overlap=max_overlap,
-                dense_score=candidate.dense_score,
-                lexical_score=candidate.lexical_score,
-                facet_boost=candidate.facet_boost,
-                link_boost=candidate.link_boost,
-                boosts=candidate.boosts,
+            frozen_from_fields(
+                PackItem,
+                {
+                    "rank": len(items) + 1,
+                    "note_id": candidate.note_id,
+                    "external_id": candidate.external_id,
+                    "document_id": candidate.document_id,
+                    "family": candidate.family,
+                    "role": candidate.role,
+                    "confidence": candidate.confidence,
+                    "text": candidate.text,
+                    "context": candidate.context,
+                    "source_ts": candidate.source_ts,
+                    "citation": candidate.citation,
+                    "base_score": candidate.base_score,
+                    "normalized_score": normalized_scores[index],
+                    "regularizer": regularizers[index],
+                    "final_score": final_scores[index],
+                    "decayed_score": decayed,
+                    "max_overlap": max_overlap,
+                    "dense_score": candidate.dense_score,
+                    "lexical_score": candidate.lexical_score,
+                    "facet_boost": candidate.facet_boost,
+                    "link_boost": candidate.link_boost,
+                    "boosts": candidate.boosts,
+                },
             )
         )
     return PackResult(tuple(items), tuple(rejections) + tuple(held.values()))
@@ -326,6 +329,19 @@ class _Coverage:
         return self.current
 
 
+def _scan_order(final: npt.NDArray[np.float64], note_ids: list[str]) -> list[int]:
+    """Candidate indices by final score descending, ties by note id then index."""
+    descending = np.argsort(-final, kind="stable")
+    ordered = final[descending]
+    if not (ordered[1:] == ordered[:-1]).any():
+        # No two scores are equal (-0.0 == 0.0 counts as equal): the note ids are never read.
+        scan: list[int] = descending.tolist()
+        return scan
+    # Sorting (-final, note id, index) tuples gives the scan order without a key function.
+    ranked = sorted(zip((-final).tolist(), note_ids, range(len(note_ids)), strict=True))
+    return list(map(operator.itemgetter(2), ranked))
+
+
 class _Overlaps:
     """Each candidate's largest overlap with the notes selected so far, and with which.
 
@@ -333,18 +349,18 @@ class _Overlaps:
     so the scan order never reads words of candidates it does not reach.
     """
 
-    def __init__(self, candidates: tuple[Candidate, ...], words: Callable[[int], frozenset[str]]) -> None:
+    def __init__(self, candidates: tuple[Candidate, ...], words: Callable[[int], frozenset[int]]) -> None:
         self.candidates = candidates
         self.selected: list[int] = []
         self.seen: dict[int, int] = {}  # candidate -> how many selections it was compared with
-        self.best: dict[int, tuple[float, str | None]] = {}
-        self._words_of = words  # the pool's words of a candidate, tokenised once per pool
+        self.found: dict[int, tuple[float, str | None]] = {}
+        self._words_of = words  # the pool's words of a candidate (as ids), tokenised once per process
 
     def select(self, index: int) -> None:
         self.selected.append(index)
 
     def _update(self, index: int) -> tuple[float, str | None]:
-        best = self.best.get(index, (0.0, None))
+        best = self.found.get(index, (0.0, None))
         candidate = self.candidates[index]
         for other in self.selected[self.seen.get(index, 0) :]:
             chosen = self.candidates[other]
@@ -355,14 +371,15 @@ class _Overlaps:
             if overlap > best[0]:
                 best = (overlap, chosen.note_id)
         self.seen[index] = len(self.selected)
-        self.best[index] = best
+        self.found[index] = best
         return best
 
     def largest(self, index: int) -> float:
         return self._update(index)[0]
 
-    def with_note(self, index: int) -> str | None:
-        return self._update(index)[1]
+    def best(self, index: int) -> tuple[float, str | None]:
+        """The largest overlap of ``index`` with a selected note, and that note's id."""
+        return self._update(index)
 
 
 def _words(text: str) -> frozenset[str]:
@@ -377,11 +394,12 @@ def _span_overlap(a: Candidate, b: Candidate) -> float:
     return max(0, shared) / shorter
 
 
-def _jaccard(words_a: frozenset[str], words_b: frozenset[str]) -> float:
-    union = len(words_a | words_b)
+def _jaccard(words_a: frozenset[Hashable], words_b: frozenset[Hashable]) -> float:
+    shared = len(words_a & words_b)
+    union = len(words_a) + len(words_b) - shared  # without building the union
     if union == 0:
         return 0.0
-    return len(words_a & words_b) / union
+    return shared / union
 
 
 def _check_unique_ids(candidates: tuple[Candidate, ...]) -> None:

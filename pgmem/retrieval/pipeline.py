@@ -34,7 +34,7 @@ from pgmem.retrieval.calibrate import calibrate
 from pgmem.retrieval.packer import rank_and_pack
 from pgmem.retrieval.pool import Pool
 from pgmem.retrieval.stage_one import Hints, run_stage_one, stage_one_arguments
-from pgmem.types import Diagnostics, Pack, jsonable
+from pgmem.types import Diagnostics, Pack, Rejection, frozen_from_fields, jsonable
 from pgmem.validate import check_namespace, check_text, describe_value, parse_timestamp, timeout_seconds
 
 #: Longest question accepted, in characters (the embedder reads far less).
@@ -321,9 +321,12 @@ def finish_pack(request: PackRequest, pool: Pool, timings: Mapping[str, float] |
     calibrated = calibrate(pool, request.calibration, request.mode)
     result = rank_and_pack(pool, calibrated, request.packing)
     # Each rejection is explained like a packed item: its base score and regulariser.
-    base_scores = {c.note_id: c.base_score for c in pool.candidates}
+    base_scores = {c.note_id: c.base_score for c in pool.candidates} if result.rejections else {}
+    regularizer = calibrated.regularizer
     rejections = tuple(
-        dataclasses.replace(r, base_score=base_scores[r.note_id], regularizer=calibrated.regularizer(r.family))
+        frozen_from_fields(
+            Rejection, {**vars(r), "base_score": base_scores[r.note_id], "regularizer": regularizer(r.family)}
+        )
         for r in result.rejections
     )
     diagnostics = Diagnostics(
