@@ -15,15 +15,24 @@ the rest of the attacker's signature, and the alarm reads it from the pool alone
   namespace (``1 - namespace_share / pool_share``, clipped to [0, 1]; 0 when the
   namespace counts are unknown);
 * ``newness``: how much more recently than the namespace the family first appeared
-  (``exp(-age_f / window) - exp(-age_ns / window)``, clipped; 0 when unknown).
+  (``exp(-age_f / window) - exp(-age_ns / window)``, clipped; 0 when unknown);
+* ``collusion``: how alike the family's notes are to *each other* across documents: for
+  each of its pool notes the highest word Jaccard with a note of the same family and
+  another document; the :data:`ALARM_GROUP`-th highest of these (0 for a family with
+  fewer pool notes). It reads nothing of the question.
 
 The score is bounded in [0, 1]::
 
-    score = echo * duplicate_density ** 0.5 * (0.5 + 0.5 * max(support, concentration, newness))
+    echo_score = echo * duplicate_density ** 0.5 * (0.5 + 0.5 * max(support, concentration, newness))
+    score      = max(echo_score, collusion)
 
-Echo and near-duplication are both required (a relevant article echoes the question but
-its sentences are not near-copies of each other; a chatty family repeats itself but not
-the question); support, concentration or newness make it stronger. A family alarms when
+Echo and near-duplication are both required by the echo score (a relevant article echoes
+the question but its sentences are not near-copies of each other; a chatty family
+repeats itself but not the question); support, concentration or newness make it
+stronger. Collusion alone suffices: several notes of one family, written as separate
+documents, that are near-copies of each other are what an attacker writing variants of
+its claim looks like, whichever question the pool is for (genuine families on the
+evaluation slices stay below 0.25; docs/security.md). A family alarms when
 ``score >= alarm_threshold``. Pure numpy over the pool's texts: no I/O.
 """
 
@@ -58,6 +67,7 @@ class FamilySignals:
     duplicate_density: list[float]
     question_echo: list[float]
     support: list[float]
+    collusion: list[float]
     score: list[float]
 
 
@@ -84,13 +94,17 @@ def family_signals(
     aggregates = {aggregate.family: aggregate for aggregate in pool.families}
     words = pool.words
     echo = words.echo()
-    nearest = words.nearest_duplicate([candidate.document_id for candidate in pool.candidates])
-    duplicates, echoes = _group_means(pool, families, echo, nearest)
+    nearest, within = words.nearest_duplicates(
+        [candidate.document_id for candidate in pool.candidates], [candidate.family for candidate in pool.candidates]
+    )
+    duplicates, echoes, collusions = _group_means(pool, families, echo, nearest, within)
     size = max(pool.size, 1)
     notes = pool.namespace_notes
     namespace_age = pool.namespace_age_seconds
-    signals = FamilySignals([], [], [], [], [], [], [], [], [])
-    for name, z, duplicate, question_echo in zip(families, shrunk_z.tolist(), duplicates, echoes, strict=True):
+    signals = FamilySignals([], [], [], [], [], [], [], [], [], [])
+    for name, z, duplicate, question_echo, collusion in zip(
+        families, shrunk_z.tolist(), duplicates, echoes, collusions, strict=True
+    ):
         aggregate = aggregates[name]
         pool_share = aggregate.count / size
         namespace_share = aggregate.namespace_count / notes if notes > 0 else 0.0
@@ -106,16 +120,21 @@ def family_signals(
         signals.duplicate_density.append(duplicate)
         signals.question_echo.append(question_echo)
         signals.support.append(support)
-        signals.score.append(_clip(question_echo * math.sqrt(duplicate) * (0.5 + 0.5 * strength)))
+        signals.collusion.append(collusion)
+        echo_score = _clip(question_echo * math.sqrt(duplicate) * (0.5 + 0.5 * strength))
+        signals.score.append(max(echo_score, collusion))
     return signals
 
 
-def _group_means(pool: Pool, families: Sequence[str], echo: _Array, nearest: _Array) -> tuple[list[float], list[float]]:
-    """Per family, the mean near-duplicate density and echo of its group (0 without notes).
+def _group_means(
+    pool: Pool, families: Sequence[str], echo: _Array, nearest: _Array, within: _Array
+) -> tuple[list[float], list[float], list[float]]:
+    """Per family, the mean near-duplicate density and echo of its group (0 without notes),
+    and its collusion: the :data:`ALARM_GROUP`-th highest ``within`` of its notes.
 
     A family's group is its (at most :data:`ALARM_GROUP`) most question-like notes, ties
     by pool order: an attacker writing for many questions has many notes in a pool, and
-    only the group aimed at this question colludes.
+    only the group aimed at this question repeats it.
     """
     number = {name: index for index, name in enumerate(families)}
     family_of = np.fromiter(
@@ -139,7 +158,15 @@ def _group_means(pool: Pool, families: Sequence[str], echo: _Array, nearest: _Ar
     means = np.divide(sums, members, out=np.zeros_like(sums), where=members > 0)
     duplicates: list[float] = means[0].tolist()
     echoes: list[float] = means[1].tolist()
-    return duplicates, echoes
+    # The ALARM_GROUP-th highest within-family duplicate: one near-copied pair (an article
+    # republished) is not collusion, a group of near-copies is.
+    by_within = np.lexsort((-within, family_of))
+    ranked = family_of[by_within]
+    kth = by_within[np.arange(len(ranked)) - np.searchsorted(ranked, ranked) == ALARM_GROUP - 1]
+    collusion = np.zeros(len(families))
+    collusion[family_of[kth]] = within[kth]
+    collusions: list[float] = collusion.tolist()
+    return duplicates, echoes, collusions
 
 
 def _clip(value: float) -> float:

@@ -158,18 +158,30 @@ class PoolWords:
 
     def nearest_duplicate(self, documents: Sequence[str]) -> _Array:
         """For each note, the highest content-word Jaccard with a note of another document."""
+        return self.nearest_duplicates(documents)[0]
+
+    def nearest_duplicates(
+        self, documents: Sequence[str], families: Sequence[str] | None = None
+    ) -> tuple[_Array, _Array]:
+        """Each note's highest content-word Jaccard with a note of another document, and the same
+        among notes of its own family (``families``; zeros when not given).
+        """
         count = self.size
         if count < 2:
-            return np.zeros(count)
+            return np.zeros(count), np.zeros(count)
         shared = self._shared_above_diagonal()
         union = self.content_sizes[:, None] + self.content_sizes[None, :] - shared
         jaccard = np.divide(shared, union, out=np.zeros(shared.shape), where=union > 0)
-        number = {document: index for index, document in enumerate(dict.fromkeys(documents))}
-        codes = np.fromiter(map(number.__getitem__, documents), dtype=np.int64, count=count)
-        jaccard[codes[:, None] == codes[None, :]] = 0.0
+        document = _codes(documents)
+        jaccard[document[:, None] == document[None, :]] = 0.0
         # Pairs are counted above the diagonal only: note i's partners are its row and column.
         nearest: _Array = np.maximum(jaccard.max(axis=1), jaccard.max(axis=0))
-        return nearest
+        if families is None:
+            return nearest, np.zeros(count)
+        family = _codes(families)
+        jaccard[family[:, None] != family[None, :]] = 0.0
+        within: _Array = np.maximum(jaccard.max(axis=1), jaccard.max(axis=0))
+        return nearest, within
 
     def _shared_above_diagonal(self) -> _Ints:
         """``shared[i, j]`` for i < j: how many content words notes i and j have in common (0 elsewhere)."""
@@ -206,6 +218,12 @@ class PoolWords:
         cells = np.repeat(row * count, after) + row[partner]
         shared += np.bincount(cells, minlength=count * count).reshape(count, count)
         return shared
+
+
+def _codes(labels: Sequence[str]) -> _Ints:
+    """Each label as a small integer (equal labels, equal codes)."""
+    number = {label: index for index, label in enumerate(dict.fromkeys(labels))}
+    return np.fromiter(map(number.__getitem__, labels), dtype=np.int64, count=len(labels))
 
 
 #: A word in at least this many notes of a pool is counted as a bit, not as pairs.
