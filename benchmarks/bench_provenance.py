@@ -45,9 +45,10 @@ from pgmem.eval.datasets import EvalCorpus, load_dataset
 from pgmem.eval.metrics import QuestionResult, evidence_recall
 from pgmem.eval.runner import RunConfig, _Session, evaluate, ingest_corpus
 from pgmem.eval.stress import apply_condition, attack_targets, poisoned_share
-from pgmem.params import CalibrationParams, Mode, PackParams
+from pgmem.params import CalibrationParams, Mode, PackParams, StageOneParams
 from pgmem.retrieval.calibrate import calibrate
 from pgmem.retrieval.packer import rank_and_pack
+from pgmem.retrieval.pipeline import fetch_pool
 
 CONDITIONS = (
     "clean",
@@ -99,10 +100,11 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def run_condition(
-    conn: psycopg.Connection[Any], corpus: EvalCorpus, embedder: Any, prefix: str
+    conn: psycopg.Connection[Any], corpus: EvalCorpus, embedder: Any, prefix: str, k: int = 50
 ) -> tuple[dict[str, list[QuestionResult]], dict[str, float]]:
-    """Every system on one pool per question; the alarm's hit and false-alarm rates."""
-    config = RunConfig(namespace_prefix=prefix)
+    """Every system on one pool per question (stage one's ``k_dense = k_lex = k``); the
+    alarm's hit and false-alarm rates."""
+    config = RunConfig(namespace_prefix=prefix, stage_one=StageOneParams(k_dense=k, k_lex=k))
     _ingest_if_needed(conn, corpus, embedder, config)
     session = _Session(conn, corpus, embedder, config)
     poisoned = {note for notes in attack_targets(corpus).values() for note in notes}
@@ -111,7 +113,7 @@ def run_condition(
     for question in corpus.questions:
         if not question.gold:
             continue
-        pool = session.pool(question)
+        pool = fetch_pool(conn, session.request(question))
         attacker = {c.family for c in pool.candidates if (c.external_id or c.note_id) in poisoned}
         for system, (params, mode) in SYSTEMS.items():
             calibration = calibrate(pool, params, mode)
@@ -229,6 +231,7 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=["hotpotqa", "multihop", "locomo"])
     parser.add_argument("--conditions", nargs="+", default=list(CONDITIONS))
     parser.add_argument("--prefix", default="x", help="namespace prefix of the stored corpora")
+    parser.add_argument("--k", type=int, default=50, help="stage one's k_dense and k_lex (default 50)")
     parser.add_argument("--beta", action="store_true", help="also run the beta mode's feedback conditions")
     parser.add_argument("--out", default="eval-out/provenance.json")
     parser.add_argument("--render", nargs="+", help="print the Markdown tables of these JSON reports and exit")
@@ -246,7 +249,8 @@ def main() -> None:
             report["datasets"][dataset] = {}
             for condition in args.conditions:
                 corpus = apply_condition(base, condition)
-                results, rates = run_condition(conn, corpus, embedder, f"{args.prefix}-{dataset}-{condition}-")
+                prefix = f"{args.prefix}-{dataset}-{condition}-"
+                results, rates = run_condition(conn, corpus, embedder, prefix, args.k)
                 if condition == "clean":
                     clean = {
                         system: {r.question_id: v for r in rs if (v := evidence_recall(r)) is not None}

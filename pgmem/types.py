@@ -162,6 +162,11 @@ class FamilyCalibration:
     alarm_threshold: float | None = None
     alarmed: bool = False
     quarantined: bool = False
+    #: How alike the family's notes are to each other across documents (the alarm's
+    #: collusion input, in [0, 1]), and whether it alone reached the threshold: a
+    #: colluding family gets at most ``collusion_cap`` notes and never refills a pack.
+    collusion: float = 0.0
+    colluding: bool = False
 
 
 @dataclass(frozen=True)

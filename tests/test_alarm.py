@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import uuid
 from typing import Any
@@ -82,9 +83,16 @@ def test_a_colluding_family_is_alarmed_quarantined_and_capped() -> None:
     assert 0.0 <= attacker.alarm_score <= 1.0 and attacker.alarm_threshold == CalibrationParams().alarm_threshold
     assert attacker.regularizer == pytest.approx(-CalibrationParams().quarantine_penalty * attacker.alarm_score)
     assert not any(record.alarmed for record in calibration.families if record.family != "attacker")
+    # Its four notes, each a document of its own, are near-copies of each other: colluding,
+    # so none is packed (collusion_cap 0); with a cap of one, exactly one.
+    assert attacker.colluding and attacker.collusion >= attacker.alarm_threshold
+    assert attacker.alarm_score >= attacker.collusion  # the larger of the echo score and collusion
+    assert calibration.colluding == {"attacker"}
     result = rank_and_pack(pool, calibration, PackParams(budget=8))
-    assert sum(item.family == "attacker" for item in result.items) == 1
+    assert sum(item.family == "attacker" for item in result.items) == 0
     assert {r.reason for r in result.rejections if r.family == "attacker"} == {QUARANTINE}
+    capped = calibrate(pool, CalibrationParams(collusion_cap=1), "calibrated")
+    assert sum(item.family == "attacker" for item in rank_and_pack(pool, capped, PackParams(budget=8)).items) == 1
     # Without the alarm the calibrated mode promotes the attacker (the measured flaw).
     unguarded = calibrate(pool, CalibrationParams(alarm_threshold=None), "calibrated")
     assert unguarded.family("attacker").regularizer > 0
@@ -107,9 +115,11 @@ def test_quarantine_holds_in_a_degraded_pool() -> None:
 
 
 def test_corroboration_without_echo_or_duplication_stays_quiet() -> None:
-    # Unrelated question: nothing echoes it, so no family alarms, however supported.
+    # Unrelated question: nothing echoes it, so only the attacker alarms, for its notes
+    # near-copying each other (collusion reads no question), whatever its support.
     calibration = calibrate(_pool(query="Who painted the lighthouse mural?"), CalibrationParams(), "calibrated")
-    assert not any(record.alarmed for record in calibration.families)
+    assert {record.family for record in calibration.families if record.alarmed} == {"attacker"}
+    assert calibration.family("attacker").question_echo == 0.0 and calibration.colluding == {"attacker"}
     # The clean pool: the wire family is the best supported, and it is not alarmed.
     clean = calibrate(_pool(poisoned=False), CalibrationParams(), "calibrated")
     assert clean.family("wire").regularizer > 0
@@ -133,6 +143,8 @@ def test_the_alarm_can_be_switched_off_and_is_validated() -> None:
             CalibrationParams(alarm_threshold=bad)
     with pytest.raises(ConfigurationError, match="quarantine_cap"):
         CalibrationParams(quarantine_cap=-1)
+    with pytest.raises(ConfigurationError, match="collusion_cap"):
+        CalibrationParams(collusion_cap=-1)
     with pytest.raises(ConfigurationError, match="quarantine_penalty"):
         CalibrationParams(quarantine_penalty=-0.1)
 
@@ -166,7 +178,8 @@ def test_alarm_inputs_and_score_are_bounded_on_random_pools() -> None:
         ]
         pool = Pool.from_candidates(candidates, query=" ".join(rng.choices(vocabulary, k=5)))
         for record in calibrate(pool, CalibrationParams(), "calibrated").families:
-            for value in (record.alarm_score, record.question_echo, record.duplicate_density, record.newness):
+            values = (record.alarm_score, record.question_echo, record.duplicate_density, record.newness)
+            for value in (*values, record.collusion):
                 assert 0.0 <= value <= 1.0
 
 
@@ -191,17 +204,47 @@ def test_a_logged_pack_records_the_alarm(conn: psycopg.Connection[Any], hashing:
     assert rows == [("attacker", True, pytest.approx(attacker.alarm_score), threshold, 4)]
 
 
-def test_quarantine_never_leaves_the_pack_short() -> None:
-    # Only the attacker's notes are there: past the cap they are packed after all
-    # (no other evidence to prefer), and the pack is full.
-    candidates = [_candidate(i, "attacker", text, 0.9 - 0.01 * i) for i, text in enumerate(POISON)]
+def test_an_echo_alarm_never_leaves_the_pack_short_but_collusion_does() -> None:
+    # Two notes echoing the question (too few to collude): quarantined by the echo score
+    # alone, which can be a false alarm, so past the cap they are packed after all when
+    # the pool holds nothing else, and the pack is full.
+    candidates = [_candidate(i, "attacker", text, 0.9 - 0.01 * i) for i, text in enumerate(POISON[:2])]
     pool = Pool.from_candidates(candidates, query=QUESTION)
     # One family is all the pool: no support signal, so a lower threshold flags it here.
     calibration = calibrate(pool, CalibrationParams(alarm_threshold=0.3), "calibrated")
-    assert calibration.family("attacker").quarantined
+    assert calibration.family("attacker").quarantined and not calibration.family("attacker").colluding
+    result = rank_and_pack(pool, calibration, PackParams(budget=2, overlap_hard_threshold=1.0))
+    assert len(result.items) == 2 and not result.rejections
+    # Four near-copies in four documents collude: they never refill, the pack stays empty.
+    candidates = [_candidate(i, "attacker", text, 0.9 - 0.01 * i) for i, text in enumerate(POISON)]
+    pool = Pool.from_candidates(candidates, query=QUESTION)
+    calibration = calibrate(pool, CalibrationParams(alarm_threshold=0.3), "calibrated")
+    assert calibration.family("attacker").colluding
     result = rank_and_pack(pool, calibration, PackParams(budget=3, overlap_hard_threshold=1.0))
-    assert len(result.items) == 3 and [r.reason for r in result.rejections] == [QUARANTINE]
+    assert not result.items and [r.reason for r in result.rejections] == [QUARANTINE] * 4
     # With other evidence left, the same notes stay out and are listed last as quarantined.
     pool = _pool()
     result = rank_and_pack(pool, calibrate(pool, CalibrationParams(), "calibrated"), PackParams(budget=8))
     assert [r.reason for r in result.rejections][-3:] == [QUARANTINE] * 3
+
+
+def test_collusion_needs_a_group_of_near_copies_across_documents() -> None:
+    copy = "The harbour authority closed the northern ferry terminal in March after the storm."
+    other = ("Ferry timetables change every spring.", "The pier is painted blue.", "Cars queue at the quay.")
+
+    def family(texts: tuple[str, ...], documents: tuple[str, ...]) -> float:
+        rows = [("news", text, document) for text, document in zip(texts, documents, strict=True)]
+        rows += [("misc", text, f"misc-{i}") for i, text in enumerate(other)]
+        candidates = [
+            dataclasses.replace(_candidate(i, name, text, 0.5), document_id=document)
+            for i, (name, text, document) in enumerate(rows)
+        ]
+        pool = Pool.from_candidates(candidates, query="Who paints the pier?")
+        return calibrate(pool, CalibrationParams(), "calibrated").family("news").collusion
+
+    # One republished pair beside a different note: not a group, no collusion.
+    assert family((copy, copy, "Storms hit the coast twice."), ("a", "b", "c")) == 0.0
+    # Three copies in one document: a document repeating itself, no collusion.
+    assert family((copy, copy, copy), ("a", "a", "a")) == 0.0
+    # Three copies in three documents: collusion 1.
+    assert family((copy, copy, copy), ("a", "b", "c")) == pytest.approx(1.0)

@@ -70,6 +70,8 @@ ALARM_FIELDS = frozenset(
         "newness",
         "duplicate_density",
         "question_echo",
+        "collusion",
+        "colluding",
         "alarm_score",
         "alarm_threshold",
         "alarmed",

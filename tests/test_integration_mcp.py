@@ -82,9 +82,7 @@ def test_every_tool_over_stdio_as_the_owner(dsn: str) -> None:
         assert (note["text"], note["citation"]) == (top["text"], top["citation"])
         assert note["metadata"] == {"source": "chat-1"}
 
-        judged = ok(
-            await client.call_tool("feedback", {"helpful": [top["note_id"]], "pack_id": packed["pack_id"]})
-        )
+        judged = ok(await client.call_tool("feedback", {"helpful": [top["note_id"]], "pack_id": packed["pack_id"]}))
         assert judged == {"recorded": 1, "families": {"user": {"helpful": 1.0, "unhelpful": 0.0}}}
 
         erased = ok(await client.call_tool("forget", {"reason": "the user asked", "note_ids": [top["note_id"]]}))
@@ -213,7 +211,11 @@ def http_server(dsn: str) -> Iterator[str]:
 def test_every_tool_over_streamable_http(http_server: str, dsn: str) -> None:
     async def body(client: Client) -> None:
         assert sorted(tool.name for tool in (await client.list_tools()).tools) == TOOLS
-        fact = {"text": "Grace Hopper wrote the first compiler.", "family": "wiki", "source": "https://example.org/hopper"}
+        fact = {
+            "text": "Grace Hopper wrote the first compiler.",
+            "family": "wiki",
+            "source": "https://example.org/hopper",
+        }
         ok(await client.call_tool("remember", fact))
         packed = ok(await client.call_tool("pack", {"question": "Who wrote the first compiler?"}))
         assert packed["notes"][0]["text"] == "Grace Hopper wrote the first compiler."

@@ -293,8 +293,12 @@ def test_the_first_write_analyzes_what_stage_one_plans_on_once(
     conn.commit()
     # A writer's first ingest analyzes them (with owner rights), inside its own transaction.
     with as_role(dsn, roles["writer"], "w") as writer:
-        pgmem.ingest(writer, make_spans(["Quokka lantern by the river.", "Zephyr over Brevaldo."]), namespace="w",
-                     embedder=hashing)
+        pgmem.ingest(
+            writer,
+            make_spans(["Quokka lantern by the river.", "Zephyr over Brevaldo."]),
+            namespace="w",
+            embedder=hashing,
+        )
     first = _reltuples(conn)
     postings = conn.execute("SELECT count(*) FROM pgmem.lexeme_postings").fetchone()
     assert first["lexeme_postings"] == float(postings[0]) > 0

@@ -123,9 +123,7 @@ class Memory:
 
     def pack(self, question: str, budget: int = 8, token_budget: int | None = None) -> dict[str, Any]:
         if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= MAX_PACK_BUDGET:
-            raise InputError(
-                f"budget must be a whole number in [1, {MAX_PACK_BUDGET}], got {describe_value(budget)}"
-            )
+            raise InputError(f"budget must be a whole number in [1, {MAX_PACK_BUDGET}], got {describe_value(budget)}")
         with self.connection() as conn:
             evidence = pack(
                 conn,

@@ -15,15 +15,24 @@ the rest of the attacker's signature, and the alarm reads it from the pool alone
   namespace (``1 - namespace_share / pool_share``, clipped to [0, 1]; 0 when the
   namespace counts are unknown);
 * ``newness``: how much more recently than the namespace the family first appeared
-  (``exp(-age_f / window) - exp(-age_ns / window)``, clipped; 0 when unknown).
+  (``exp(-age_f / window) - exp(-age_ns / window)``, clipped; 0 when unknown);
+* ``collusion``: how alike the family's notes are to *each other* across documents: for
+  each of its pool notes the highest word Jaccard with a note of the same family and
+  another document; the :data:`ALARM_GROUP`-th highest of these (0 for a family with
+  fewer pool notes). It reads nothing of the question.
 
 The score is bounded in [0, 1]::
 
-    score = echo * duplicate_density ** 0.5 * (0.5 + 0.5 * max(support, concentration, newness))
+    echo_score = echo * duplicate_density ** 0.5 * (0.5 + 0.5 * max(support, concentration, newness))
+    score      = max(echo_score, collusion)
 
-Echo and near-duplication are both required (a relevant article echoes the question but
-its sentences are not near-copies of each other; a chatty family repeats itself but not
-the question); support, concentration or newness make it stronger. A family alarms when
+Echo and near-duplication are both required by the echo score (a relevant article echoes
+the question but its sentences are not near-copies of each other; a chatty family
+repeats itself but not the question); support, concentration or newness make it
+stronger. Collusion alone suffices: several notes of one family, written as separate
+documents, that are near-copies of each other are what an attacker writing variants of
+its claim looks like, whichever question the pool is for (genuine families on the
+evaluation slices stay below 0.25; docs/security.md). A family alarms when
 ``score >= alarm_threshold``. Pure numpy over the pool's texts: no I/O.
 """
 
@@ -58,6 +67,7 @@ class FamilySignals:
     duplicate_density: list[float]
     question_echo: list[float]
     support: list[float]
+    collusion: list[float]
     score: list[float]
 
 
@@ -82,13 +92,15 @@ def family_signals(
         Seconds over which a family stops counting as new.
     """
     aggregates = {aggregate.family: aggregate for aggregate in pool.families}
-    duplicates, echoes = _group_means(pool, families)
+    duplicates, echoes, collusions = _group_means(pool, families)
     size = max(pool.size, 1)
     notes = pool.namespace_notes
     namespace_age = pool.namespace_age_seconds
-    signals = FamilySignals([], [], [], [], [], [], [], [], [])
+    signals = FamilySignals([], [], [], [], [], [], [], [], [], [])
     ages_known = namespace_age is not None and recency_window > 0
-    for name, z, duplicate, question_echo in zip(families, shrunk_z.tolist(), duplicates, echoes, strict=True):
+    for name, z, duplicate, question_echo, collusion in zip(
+        families, shrunk_z.tolist(), duplicates, echoes, collusions, strict=True
+    ):
         aggregate = aggregates[name]
         pool_share = aggregate.count / size
         namespace_share = aggregate.namespace_count / notes if notes > 0 else 0.0
@@ -105,17 +117,20 @@ def family_signals(
         signals.duplicate_density.append(duplicate)
         signals.question_echo.append(question_echo)
         signals.support.append(support)
-        signals.score.append(min(1.0, max(0.0, question_echo * math.sqrt(duplicate) * (0.5 + 0.5 * strength))))
+        signals.collusion.append(collusion)
+        echo_score = min(1.0, max(0.0, question_echo * math.sqrt(duplicate) * (0.5 + 0.5 * strength)))
+        signals.score.append(max(echo_score, collusion))
     return signals
 
 
-def _group_means(pool: Pool, families: Sequence[str]) -> tuple[list[float], list[float]]:
-    """Per family, the mean near-duplicate density and echo of its group (0 without notes).
+def _group_means(pool: Pool, families: Sequence[str]) -> tuple[list[float], list[float], list[float]]:
+    """Per family, the mean near-duplicate density and echo of its group (0 without notes),
+    and its collusion: the :data:`ALARM_GROUP`-th highest Jaccard of its notes with a note
+    of the same family in another document (0 with fewer notes).
 
     A family's group is its (at most :data:`ALARM_GROUP`) most question-like notes, ties
     by pool order: an attacker writing for many questions has many notes in a pool, and
-    only the group aimed at this question colludes. Near-duplicates are measured for the
-    groups' notes only: no other note's value is read.
+    only the group aimed at this question repeats it.
     """
     words = pool.words
     echo = words.echo()
@@ -130,19 +145,32 @@ def _group_means(pool: Pool, families: Sequence[str]) -> tuple[list[float], list
     grouped = family_of[order]
     rank = np.arange(len(grouped)) - np.searchsorted(grouped, grouped)
     chosen = order[rank < ALARM_GROUP]
-    nearest = words.nearest_duplicate([candidate.document_id for candidate in pool.candidates], chosen)
-    members = np.bincount(family_of[chosen], minlength=len(families))
+    # Every note is read: a family with fewer than a group's worth of notes has all of them
+    # in its group, and collusion reads every note of the others.
+    nearest, within = words.nearest_duplicates(
+        [candidate.document_id for candidate in pool.candidates],
+        families=[candidate.family for candidate in pool.candidates],
+    )
+    grouped_members = np.bincount(family_of[chosen], minlength=len(families))
     # bincount adds each family's values in group order, as a sum over the group would.
     sums = np.stack(
         [
-            np.bincount(family_of[chosen], weights=nearest, minlength=len(families)),
+            np.bincount(family_of[chosen], weights=nearest[chosen], minlength=len(families)),
             np.bincount(family_of[chosen], weights=echo[chosen], minlength=len(families)),
         ]
     )
-    means = np.divide(sums, members, out=np.zeros_like(sums), where=members > 0)
+    means = np.divide(sums, grouped_members, out=np.zeros_like(sums), where=grouped_members > 0)
     duplicates: list[float] = means[0].tolist()
     echoes: list[float] = means[1].tolist()
-    return duplicates, echoes
+    # The ALARM_GROUP-th highest within-family duplicate: one near-copied pair (an article
+    # republished) is not collusion, a group of near-copies is.
+    by_within = np.lexsort((-within, family_of))
+    ranked = family_of[by_within]
+    kth = by_within[np.arange(len(ranked)) - np.searchsorted(ranked, ranked) == ALARM_GROUP - 1]
+    collusion = np.zeros(len(families))
+    collusion[family_of[kth]] = within[kth]
+    collusions: list[float] = collusion.tolist()
+    return duplicates, echoes, collusions
 
 
 def _clip(value: float) -> float:

@@ -59,8 +59,10 @@ class Calibration:
     degraded_reasons: tuple[str, ...]
     families: tuple[FamilyCalibration, ...]
     eps: float
-    #: At most this many notes of a quarantined family are packed.
+    #: At most this many notes of a quarantined family are packed ...
     quarantine_cap: int = 1
+    #: ... and of a colluding one (which never refills a pack).
+    collusion_cap: int = 0
     _regularizers: Mapping[str, float] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -76,6 +78,11 @@ class Calibration:
     def quarantined(self) -> frozenset[str]:
         """The families the alarm quarantined in this pool."""
         return frozenset(record.family for record in self.families if record.quarantined)
+
+    @property
+    def colluding(self) -> frozenset[str]:
+        """The quarantined families whose collusion alone reached the threshold."""
+        return frozenset(record.family for record in self.families if record.quarantined and record.colluding)
 
     def regularizer(self, family: str) -> float:
         """Return the regulariser ``reg_f`` of ``family``.
@@ -191,7 +198,7 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
     degraded = bool(reasons)
     families = sorted(pool.families, key=lambda aggregate: aggregate.family)
     if not families:
-        return Calibration(mode, degraded, reasons, (), params.eps, params.quarantine_cap)
+        return Calibration(mode, degraded, reasons, (), params.eps, params.quarantine_cap, params.collusion_cap)
 
     count = np.array([f.count for f in families], dtype=np.float64)
     score_sum = np.array([f.score_sum for f in families], dtype=np.float64)
@@ -227,6 +234,7 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
     signals = family_signals(pool, names, shrunk_z, params.tau, params.recency_window)
     threshold = params.alarm_threshold
     alarmed = [threshold is not None and score >= threshold for score in signals.score]
+    colluding = [threshold is not None and collusion >= threshold for collusion in signals.collusion]
     # The alarm is a defence, not a calibration: it quarantines in every mode but the
     # relevance-only ablation, degraded pool or not, so no mode ever rewards a flagged family.
     quarantined = [flag and mode != "relevance" for flag in alarmed]
@@ -235,7 +243,7 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
             regularizer[i] = -params.quarantine_penalty * signals.score[i]
 
     # Each column turned into Python floats once (tolist), then one record per family,
-    # its __dict__ filled at once (frozen_from_fields: 27 fields, one record per family).
+    # its __dict__ filled at once (frozen_from_fields: 29 fields, one record per family).
     columns = zip(
         families,
         expected_sum.tolist(),
@@ -258,6 +266,8 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
         signals.score,
         alarmed,
         quarantined,
+        signals.collusion,
+        colluding,
         strict=True,
     )
     records = tuple(
@@ -291,6 +301,8 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
                 "alarm_threshold": threshold,
                 "alarmed": alarmed_f,
                 "quarantined": quarantined_f,
+                "collusion": collusion_f,
+                "colluding": colluding_f,
             },
         )
         for (
@@ -315,9 +327,11 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
             alarm_score_f,
             alarmed_f,
             quarantined_f,
+            collusion_f,
+            colluding_f,
         ) in columns
     )
-    return Calibration(mode, degraded, reasons, records, params.eps, params.quarantine_cap)
+    return Calibration(mode, degraded, reasons, records, params.eps, params.quarantine_cap, params.collusion_cap)
 
 
 def _beta_reliability(

@@ -111,9 +111,10 @@ def rank_and_pack(
     ``overlap_hard_threshold``), ``below_minimum`` (decayed below
     ``minimum_effective_score``), ``role_quota``, ``family_cap``, ``quarantine``
     (the family alarm quarantined its family and ``quarantine_cap`` of its notes are
-    already packed; when every candidate belongs to a quarantined family they are
-    picked again, in order, after all others and packed if the budget has room, so
-    quarantine never empties a pack), ``token_budget`` (its tokens exceed what remains;
+    already packed, ``collusion_cap`` for a colluding family; when every candidate
+    belongs to a quarantined family the non-colluding ones are picked again, in order,
+    after all others and packed if the budget has room, so a false alarm of the echo
+    score never empties a pack; a colluding family's are not), ``token_budget`` (its tokens exceed what remains;
     the picks go on, a shorter note may fit). Picking stops when ``budget`` notes are
     selected, the token budget is used up exactly, or the candidates run out;
     candidates never picked are neither packed nor rejected.
@@ -163,6 +164,7 @@ def rank_and_pack(
     order = _scan_order(final, note_ids)
     overlaps = _Overlaps(candidates, pool.words.word_ids)
     quarantined = calibration.quarantined
+    colluding = calibration.colluding
     items: list[PackItem] = []
     rejections: list[Rejection] = []
     per_role: Counter[str] = Counter()
@@ -199,7 +201,8 @@ def rank_and_pack(
                     position = int(np.argmax(base + coverage.gains(overlaps.selected)[remaining]))
             yield False, remaining.pop(position)
         if refill:
-            yield from ((True, index) for index in deferred)
+            # A colluding family never refills: near-copies of each other are no evidence.
+            yield from ((True, index) for index in deferred if candidates[index].family not in colluding)
 
     for filling, index in picks():
         if len(items) >= params.budget or tokens_left == 0:
@@ -220,7 +223,8 @@ def rank_and_pack(
         elif (
             not filling
             and candidate.family in quarantined
-            and per_family[candidate.family] >= calibration.quarantine_cap
+            and per_family[candidate.family]
+            >= (calibration.collusion_cap if candidate.family in colluding else calibration.quarantine_cap)
         ):
             reason = QUARANTINE
         elif tokens_left is not None:

@@ -199,7 +199,17 @@ class PoolWords:
         return np.bincount(self.content_rows[hits], minlength=self.size) / len(self._question)
 
     def nearest_duplicate(self, documents: Sequence[str], rows: Sequence[int] | _Ints | None = None) -> _Array:
-        """For each note (or each of ``rows``), the highest content-word Jaccard with a note of another document.
+        """For each note (or each of ``rows``), the highest content-word Jaccard with a note of another document."""
+        return self.nearest_duplicates(documents, rows)[0]
+
+    def nearest_duplicates(
+        self,
+        documents: Sequence[str],
+        rows: Sequence[int] | _Ints | None = None,
+        families: Sequence[str] | None = None,
+    ) -> tuple[_Array, _Array]:
+        """For each note (or each of ``rows``), the highest content-word Jaccard with a note of
+        another document, and the same among notes of its own family (zeros without ``families``).
 
         Parameters
         ----------
@@ -208,27 +218,34 @@ class PoolWords:
         rows : sequence of int, optional
             The notes to measure, in the order wanted (default: all, in order). Only
             these rows of the pool-wide matrix are computed.
+        families : sequence of str, optional
+            Each note's family, in candidate order.
         """
         count = self.size
         if rows is None:
             rows = np.arange(count)
         if count < 2:
-            return np.zeros(len(rows))
+            return np.zeros(len(rows)), np.zeros(len(rows))
         wanted = np.zeros(count, dtype=bool)
         wanted[rows] = True
         picked = np.flatnonzero(wanted)
         position = wanted.cumsum() - 1
         shared = self._shared(picked, wanted, position)
-        number = {document: index for index, document in enumerate(dict.fromkeys(documents))}
-        codes = np.fromiter(map(number.__getitem__, documents), dtype=np.int64, count=count)
+        document = _codes(documents)
         # Notes of one document (the note itself included) are not near-duplicates: 0.
-        shared *= codes[picked, None] != codes[None, :]
+        shared *= document[picked, None] != document[None, :]
         # A note without content words shares none: counted as one word, its unions are
         # >= 1 and its Jaccards the 0 they are (other unions are >= either note's size).
         union = np.maximum(self.content_sizes[picked], 1.0)[:, None] + self.content_sizes[None, :]
         union -= shared
-        nearest: _Array = (shared / union).max(axis=1)[position[rows]]
-        return nearest
+        jaccard = shared / union
+        nearest: _Array = jaccard.max(axis=1)[position[rows]]
+        if families is None:
+            return nearest, np.zeros(len(rows))
+        family = _codes(families)
+        jaccard *= family[picked, None] == family[None, :]
+        within: _Array = jaccard.max(axis=1)[position[rows]]
+        return nearest, within
 
     def _shared(self, picked: _Ints, wanted: npt.NDArray[np.bool_], position: _Ints) -> _Ints:
         """``shared[p, j]``: how many content words note ``picked[p]`` and note j have in common."""
@@ -268,6 +285,12 @@ class PoolWords:
         if bits is not None:
             shared += bits
         return shared
+
+
+def _codes(labels: Sequence[str]) -> _Ints:
+    """Each label as a small integer (equal labels, equal codes)."""
+    number = {label: index for index, label in enumerate(dict.fromkeys(labels))}
+    return np.fromiter(map(number.__getitem__, labels), dtype=np.int64, count=len(labels))
 
 
 #: A word in at least this many notes of a pool is counted as a bit, not as pairs.
