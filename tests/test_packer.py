@@ -27,7 +27,7 @@ from golden_util import (
     reference_pack,
     reference_pool,
 )
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pgmem.errors import ConfigurationError, InputError
@@ -446,6 +446,13 @@ def test_pack_matches_scalar_reference_in_both_orders(
 ) -> None:
     pool = Pool.from_candidates(rows)
     calibration = calibrate(pool, cal, mode)  # type: ignore[arg-type]
+    # Two final scores a rounding error apart may be ordered either way by the vectorised
+    # pack and the scalar reference (their sums round differently): not a disagreement.
+    finals = sorted(
+        (row.base_score - pool.mean) / math.sqrt(pool.variance + calibration.eps) + calibration.regularizer(row.family)
+        for row in rows
+    )
+    assume(all(b - a == 0.0 or b - a > 1e-9 for a, b in itertools.pairwise(finals)))
     result = rank_and_pack(pool, calibration, params)
     json_rows = [asdict(row) for row in rows]
     reference = reference_pack(
