@@ -148,7 +148,7 @@ def main() -> None:
         os.replace(args.out / f"vectors-{k:04d}.tmp.npy", target)
         done += len(chunk)
         rate = done / (time.time() - started)
-        eta = time.strftime("%H:%M", time.gmtime(time.time() + (len(texts) - first - len(chunk)) / rate))
+        eta = time.strftime("%Y-%m-%d %H:%M", time.gmtime(time.time() + (len(texts) - first - len(chunk)) / rate))
         print(
             f"{time.strftime('%H:%M:%S')} shard {k} ({first + len(chunk)} notes):"
             f" {len(chunk) / (time.time() - tick):.0f} texts/s, {rate:.0f} texts/s overall, ETA {eta} UTC",

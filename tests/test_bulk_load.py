@@ -143,8 +143,9 @@ def test_refusals_leave_nothing_written(conn: psycopg.Connection[Any], dsn: str,
     registered = _indexes(conn)
     with pytest.raises(pgmem.InputError, match="already holds notes"):
         pgmem.bulk_load(conn, _spans()[3:], namespace=NAMESPACE, embedder=hashing)
-    result = pgmem.bulk_load(conn, _spans()[3:], namespace="bulk2", embedder=hashing)
+    result = pgmem.bulk_load(conn, _spans()[3:], namespace="bulk2", embedder=hashing, maintenance_work_mem=3 << 20)
     assert result.inserted == len(_spans()) - 3
+    assert result.maintenance_work_mem == "3MB"
     assert _indexes(conn) == registered
     stats_are_consistent(conn)
 

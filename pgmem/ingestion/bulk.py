@@ -199,9 +199,9 @@ def bulk_load_steps(
         conn.execute(query("drop_staging"))
         lap("insert")
 
+        # The caller's value as given; else the estimate, when it exceeds the server's.
         memory = maintenance_work_mem or _estimate_memory(inserted, embedder.dimension)
-        current = int(_one(conn, "bulk_load_memory"))
-        if memory > current:
+        if maintenance_work_mem is not None or memory > int(_one(conn, "bulk_load_memory")):
             conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (f"{memory // 1024}kB",))
         setting = str(_one(conn, "bulk_load_memory_setting"))
         built: dict[str, float] = {}
