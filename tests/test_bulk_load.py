@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import psycopg
 import pytest
 from helpers import as_role, make_spans, stats_are_consistent
@@ -168,3 +169,16 @@ def test_only_the_owner_may_bulk_load(
                 attacker.execute("ALTER TABLE pgmem.notes DISABLE TRIGGER notes_post_new")
     assert _indexes(tenants) == before
     assert _state(tenants) == state
+
+
+def test_vector_text_is_exact(conn: psycopg.Connection[Any]) -> None:
+    """The text form of a vector parses back to the very same float32 values."""
+    from pgmem.db.vectors import vector_literal
+
+    vectors = np.random.default_rng(5).standard_normal((50, 384)).astype(np.float32)
+    vectors[0, :4] = [1e-38, -3.4028235e38, 1.1754944e-38, -0.0]
+    vectors[1] = np.nextafter(vectors[1], np.float32(np.inf))
+    for vector in vectors:
+        row = conn.execute("SELECT (%s::vector)::real[]", (vector_literal(vector),)).fetchone()
+        assert row is not None
+        assert np.array_equal(np.asarray(row[0], dtype=np.float32), vector)
