@@ -54,8 +54,12 @@ from soak import machine
 
 import pgmem
 from pgmem.api import build_hints
+from pgmem.db.vectors import vector_literal
 from pgmem.embeddings import HashingEmbedder
+from pgmem.embeddings.minilm import MODEL_NAME as MINILM_NAME
+from pgmem.embeddings.minilm import MiniLMEmbedder
 from pgmem.errors import ConfigurationError
+from pgmem.eval.bench import _sizes
 from pgmem.retrieval.stage_one import run_stage_one, stage_one_arguments
 
 NAMESPACE = "scale"
@@ -88,13 +92,13 @@ def stored_notes(conn: psycopg.Connection[Any]) -> int:
 
 
 def time_questions(
-    conn: psycopg.Connection[Any], embedder: HashingEmbedder, questions: Sequence[str]
+    conn: psycopg.Connection[Any], model: str, questions: Sequence[str], vectors: np.ndarray
 ) -> dict[str, dict[str, float]]:
-    """Stage one for every question, twice; the percentiles of each pass in ms."""
+    """Stage one for every question (its query vector of ``model`` in ``vectors``), twice;
+    the percentiles of each pass in ms."""
     params = pgmem.StageOneParams()
-    vectors = embedder.embed(list(questions))
     arguments = [
-        stage_one_arguments(NAMESPACE, embedder.name, vector, question, build_hints(question), params)
+        stage_one_arguments(NAMESPACE, model, vector, question, build_hints(question), params)
         for question, vector in zip(questions, vectors, strict=True)
     ]
     passes: dict[str, dict[str, float]] = {}
@@ -164,6 +168,118 @@ def parse_checkpoints(text: str, notes: int) -> list[int]:
     return [value for value in values if value < notes] + [notes]
 
 
+class StoredVectors:
+    """An embedder answering from vectors computed beforehand (MiniLM's name and dimension),
+    so that loads and ingests are timed without the embedding, as issue 12 measures them."""
+
+    name = MINILM_NAME
+    dimension = DIMENSION
+
+    def __init__(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        self._rows = {text: row for row, text in enumerate(texts)}
+        self._vectors = vectors
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self._vectors[[self._rows[text] for text in texts]]
+
+
+def ann_recall(
+    conn: psycopg.Connection[Any], vectors: np.ndarray, queries: np.ndarray, ef_search: Sequence[int], k: int
+) -> dict[str, Any]:
+    """Recall@k of stage one's dense step (HNSW, iterative scan as stage_one_v1 sets it) against
+    the exact top k (numpy over every vector of the namespace), and its p50 ms, per ef_search."""
+    row = conn.execute("SELECT model_id FROM pgmem.namespaces WHERE namespace = %s", (NAMESPACE,)).fetchone()
+    model_id = int(row[0]) if row else 0
+    # Note i is document doc-<i> and row i of ``vectors``.
+    exact = [set(np.argpartition(-(vectors @ q), k)[:k].tolist()) for q in queries]
+    results: dict[str, Any] = {}
+    statement = (
+        "SELECT document_id FROM pgmem.notes WHERE namespace = %s AND model_id = %s"
+        f" ORDER BY embedding::vector({DIMENSION}) <=> %s::vector({DIMENSION}) LIMIT %s"
+    )
+    for ef in ef_search:
+        hits, times = [], []
+        with conn.transaction():
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(max(ef, k)),))
+            conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+            explain = conn.execute("EXPLAIN " + statement, (NAMESPACE, model_id, vector_literal(queries[0]), k))
+            plan = "\n".join(str(r[0]) for r in explain)
+            for query_vector, truth in zip(queries, exact, strict=True):
+                tick = time.perf_counter()
+                found = conn.execute(statement, (NAMESPACE, model_id, vector_literal(query_vector), k)).fetchall()
+                times.append((time.perf_counter() - tick) * 1000)
+                hits.append(len({int(r[0][4:]) for r in found} & truth) / k)
+        results[str(ef)] = {"recall": float(np.mean(hits)), "ms": percentiles(times), "uses_hnsw": "hnsw" in plan}
+        print(f"  ef_search {ef}: recall@{k} {np.mean(hits):.3f}, p50 {np.percentile(times, 50):.1f} ms", flush=True)
+    return results
+
+
+def bulk_main(args: argparse.Namespace) -> None:
+    """--bulk: one pgmem.bulk_load of --notes notes, then stage one, ANN recall and incremental ingest."""
+    from embed_corpus import composition_agreement, corpus_vectors
+
+    sentences, all_questions = real_sentences(args.data)
+    questions = all_questions[: args.questions]
+    texts = synthetic(sentences, args.notes + args.incremental * args.incremental_batch, seed=args.seed)
+    if args.vectors is not None:
+        vectors, real = corpus_vectors(args.vectors, sentences, texts[: args.notes])
+        agreement = composition_agreement(args.vectors, sentences, texts[: min(args.notes, 50_000)])
+        load_embedder: Any = StoredVectors(texts[: args.notes], vectors)
+        query_vectors = MiniLMEmbedder(intra_op_num_threads=1).embed(questions)
+    else:
+        real, agreement = 0, {}
+        hashing = HashingEmbedder(dimension=DIMENSION)
+        vectors = hashing.embed(texts[: args.notes])
+        load_embedder = StoredVectors(texts[: args.notes], vectors)
+        query_vectors = hashing.embed(questions)
+    kind = "composed MiniLM" if args.vectors is not None else "hashing"
+    print(f"vectors: {real:,} real MiniLM, {args.notes - real:,} {kind}; agreement {agreement}", flush=True)
+    out: dict[str, Any] = {
+        "benchmark": "bench_scale --bulk",
+        "machine": machine(),
+        "notes": args.notes,
+        "real_vectors": real,
+        "other_vectors": kind,
+        "composed_vectors": args.notes - real,
+        "composition_agreement": agreement,
+    }
+    with pgmem.connect(args.dsn, migrate=True) as conn:
+        out.update(versions(conn))
+        if stored_notes(conn) == 0:
+            result = pgmem.bulk_load(conn, spans(texts[: args.notes], 0), namespace=NAMESPACE, embedder=load_embedder)
+            out["bulk_load"] = {
+                "seconds": result.seconds,
+                "indexes": result.indexes,
+                "maintenance_work_mem": result.maintenance_work_mem,
+                "notes_per_second": result.inserted / result.seconds["total"],
+            }
+            print(f"bulk load: {out['bulk_load']}", flush=True)
+        tick = time.perf_counter()
+        conn.execute("VACUUM ANALYZE pgmem.notes")
+        out["vacuum_analyze_seconds"] = time.perf_counter() - tick
+        out["sizes"] = {name: size for name, size in _sizes(conn, NAMESPACE).items()}
+        out["lexeme_postings_bytes"] = int(
+            conn.execute("SELECT pg_total_relation_size('pgmem.lexeme_postings')").fetchone()[0]
+        )  # type: ignore[index]
+        passes = time_questions(conn, load_embedder.name, questions, query_vectors)
+        out["stage_one_ms"] = passes
+        print(f"stage one ({len(questions)} questions): {passes}", flush=True)
+        out["ann_recall"] = ann_recall(conn, vectors, query_vectors, args.ef_search, pgmem.StageOneParams().k_dense)
+        rates = []
+        for batch in range(args.incremental):
+            first = args.notes + batch * args.incremental_batch
+            new = texts[first : first + args.incremental_batch]
+            # Vectors of stored notes, permuted: real-looking vectors, embedding excluded.
+            picks = (np.arange(first, first + len(new)) * 7919) % args.notes
+            tick = time.perf_counter()
+            pgmem.ingest(conn, spans(new, first), namespace=NAMESPACE, embedder=StoredVectors(new, vectors[picks]))
+            rates.append(len(new) / (time.perf_counter() - tick))
+            print(f"  incremental batch {batch}: {rates[-1]:.0f} notes/s", flush=True)
+        out["incremental_notes_per_second"] = rates
+    args.out.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    print(f"written {args.out}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--notes", type=int, default=1_000_000, help="final store size (default 1,000,000)")
@@ -179,6 +295,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("scale.json"), help="JSON output")
     parser.add_argument("--dsn")
     parser.add_argument("--home", help="embedded server folder (default: a new temporary folder)")
+    parser.add_argument("--bulk", action="store_true", help="one pgmem.bulk_load of --notes notes (checkpoints unused)")
+    parser.add_argument("--vectors", type=Path, help="with --bulk: MiniLM vectors of benchmarks/embed_corpus.py")
+    parser.add_argument("--ef-search", type=lambda t: [int(v) for v in t.split(",")], default=[40, 100, 200, 400])
+    parser.add_argument("--incremental", type=int, default=5, help="with --bulk: ingest() batches timed after the load")
+    parser.add_argument("--incremental-batch", type=int, default=1000)
     args = parser.parse_args()
     if args.notes < 1:
         raise ConfigurationError(f"--notes must be >= 1, got {args.notes}")
@@ -189,6 +310,9 @@ def main() -> None:
     if home is not None:
         os.environ["PGMEM_HOME"] = home
         print(f"embedded server under {home}", flush=True)
+    if args.bulk:
+        bulk_main(args)
+        return
     embedder = HashingEmbedder(dimension=DIMENSION)
     sentences, all_questions = real_sentences(args.data)
     questions = all_questions[: args.questions]
@@ -230,7 +354,7 @@ def main() -> None:
             conn.execute("VACUUM ANALYZE pgmem.notes")
             vacuum_seconds = time.perf_counter() - tick
             stored = stored_notes(conn)
-            passes = time_questions(conn, embedder, questions)
+            passes = time_questions(conn, embedder.name, questions, embedder.embed(list(questions)))
             size = conn.execute("SELECT pg_total_relation_size('pgmem.notes')").fetchone()
             point: dict[str, Any] = {
                 "notes": stored,

@@ -19,6 +19,7 @@ from pgmem.api import (
     FeedbackResult,
     ForgetResult,
     bind_family,
+    bulk_load,
     feedback,
     forget,
     ingest,
@@ -41,6 +42,7 @@ from pgmem.errors import (
     PgmemError,
     SchemaError,
 )
+from pgmem.ingestion.bulk import BulkLoadResult
 from pgmem.ingestion.enricher import Enricher, Enrichment, SpanInput
 from pgmem.ingestion.writer import IngestResult
 from pgmem.params import ROLES, CalibrationParams, PackParams, StageOneParams
@@ -51,6 +53,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ROLES",
+    "BulkLoadResult",
     "CalibrationParams",
     "Citation",
     "ConfigurationError",
@@ -78,6 +81,7 @@ __all__ = [
     "SpanInput",
     "StageOneParams",
     "bind_family",
+    "bulk_load",
     "connect",
     "feedback",
     "forget",

@@ -19,6 +19,7 @@ from pgmem.db.queries import fetch, run
 from pgmem.db.steps import drive
 from pgmem.embeddings import Embedder, resolve_embedder
 from pgmem.errors import InputError
+from pgmem.ingestion.bulk import BulkLoadResult, bulk_load_steps
 from pgmem.ingestion.enricher import Enricher
 from pgmem.ingestion.spans import MAX_ID_CHARS
 from pgmem.ingestion.writer import IngestResult, check_reason
@@ -124,6 +125,82 @@ def ingest(
             enricher=enricher,
             progress=progress,
         ),
+    )
+
+
+def bulk_load(
+    conn: psycopg.Connection[Any],
+    spans: Iterable[Span],
+    *,
+    namespace: str = "default",
+    embedder: Embedder | str | None = None,
+    enricher: Enricher | None = None,
+    progress: Callable[[int], None] | None = None,
+    maintenance_work_mem: int | None = None,
+) -> BulkLoadResult:
+    """First load of a new namespace: :func:`ingest`'s notes, the table's indexes built once.
+
+    Writes exactly what one ``ingest(conn, spans, namespace=...)`` call would (the same
+    notes, links, lexeme postings, BM25 and family statistics, family-rights check and
+    first-load ANALYZE: the insert triggers run once, on one statement), but first drops
+    the indexes of ``pgmem.notes`` that a load would update row by row — the HNSW index
+    of the namespace's model, the GIN indexes and the external-id index — and builds
+    them again at the end, with ``maintenance_work_mem`` raised (for this transaction
+    only) to what an in-memory HNSW build of the load needs. Spans are validated,
+    enriched and embedded in chunks, so the iterable may be a generator of millions.
+
+    Everything is one transaction (a savepoint if ``conn`` is already in one): a bad
+    span, a conflict or an interruption leaves nothing written and every index as it
+    was. For its duration the load holds ``pgmem.notes`` exclusively, so readers and
+    writers of *every* namespace wait for it; it is meant for the first load of a
+    store, or for a maintenance window.
+
+    Who may run it: the owner of ``pgmem.notes`` (the role that ran the migrations, or
+    a member of it, or a superuser) — dropping and building the indexes every namespace
+    shares is DDL. Writers and admins use :func:`ingest`.
+
+    Parameters
+    ----------
+    conn : psycopg.Connection
+        A connection of the tables' owner to a migrated database.
+    spans : iterable of Span
+        The spans to write (as for :func:`ingest`; repeats of one span are written once).
+    namespace : str
+        A namespace that holds no notes yet (created and bound to the embedder's model).
+    embedder : Embedder or str, optional
+        The embedding model (default: ``$PGMEM_EMBEDDER`` or the bundled MiniLM).
+    enricher : Enricher, optional
+        Replaces the default rule-based enricher.
+    progress : callable, optional
+        Called with the number of spans embedded after each chunk.
+    maintenance_work_mem : int, optional
+        Bytes for the index builds (1 MiB to 1 TiB). Default: the HNSW graph's estimate
+        (``notes * (4 * dimension + 400) * 1.25``) when that exceeds the server's setting.
+
+    Returns
+    -------
+    BulkLoadResult
+        Note ids in input order, the count written, and the seconds of each phase and
+        of each index build.
+
+    Raises
+    ------
+    InputError
+        A span is invalid (named), two spans give one document span different
+        content, or ``namespace`` already holds notes.
+    DatabaseError
+        The caller does not own ``pgmem.notes``, or another session has it open.
+    EmbeddingMismatchError
+        The namespace is bound to another model.
+    """
+    return bulk_load_steps(
+        conn,
+        spans,
+        namespace=namespace,
+        embedder=resolve_embedder(embedder),
+        enricher=enricher,
+        progress=progress,
+        maintenance_work_mem=maintenance_work_mem,
     )
 
 

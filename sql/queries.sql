@@ -59,6 +59,88 @@ RETURNING note_id::text;
 -- name: drop_staging --
 DROP TABLE pg_temp.pgmem_staging;
 
+-- Bulk first load (pgmem.bulk_load, owner only) -----------------------------------------
+
+-- name: bulk_load_owner --
+-- Whether the caller owns pgmem.notes (or is a member of its owner, or a superuser).
+SELECT pg_has_role(current_user, c.relowner, 'USAGE') AS is_owner, current_user::text AS current_user,
+       c.relowner::regrole::text AS owner
+FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+WHERE n.nspname = 'pgmem' AND c.relname = 'notes';
+
+-- name: bulk_load_lock --
+-- The table to itself, or an error at once (55P03) if any session has it open.
+LOCK TABLE pgmem.notes IN ACCESS EXCLUSIVE MODE NOWAIT;
+
+-- name: bulk_load_namespace_used --
+SELECT EXISTS (SELECT 1 FROM pgmem.notes WHERE namespace = %(namespace)s) AS used;
+
+-- name: bulk_load_deferred_indexes --
+-- The indexes a load would update row by row, with their definitions: every
+-- non-unique index of pgmem.notes except the HNSW indexes of other models (their
+-- partial predicate skips the namespace's rows). Unique indexes stay: they refuse
+-- duplicates as the load goes.
+SELECT c.relname::text AS name, pg_get_indexdef(i.indexrelid) AS definition
+FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid
+WHERE i.indrelid = 'pgmem.notes'::regclass AND NOT i.indisunique
+  AND (c.relname NOT LIKE 'notes\_embedding\_hnsw\_m%%' OR c.relname = 'notes_embedding_hnsw_m' || %(model_id)s)
+ORDER BY c.relname;
+
+-- name: bulk_load_staging_keys --
+-- Each staged note's rare-key candidates ('h ' || handle, 'e ' || entity text).
+ALTER TABLE pg_temp.pgmem_staging ADD COLUMN link_keys text[] NOT NULL DEFAULT '{}';
+
+-- name: bulk_load_copy --
+COPY pgmem_staging (namespace, note_id, external_id, document_id, span_start, span_end, text,
+                    context, family, role, confidence, source_ts, model_id, embedding, entities,
+                    time_tags, keywords, handles, links, metadata, link_keys)
+FROM STDIN;
+
+-- name: bulk_load_insert --
+-- The staged notes with the links pgmem.ingest gives one batch (previous and next span
+-- of the document by start then note id; then the max_links lowest note ids sharing a
+-- key held by at most rare notes, those not already linked), written in
+-- one statement: the insert triggers (statistics, postings, family rights, the first
+-- load's ANALYZE) run once, on all of them, as for one pgmem.ingest call.
+WITH local AS (
+    SELECT note_id, array_remove(ARRAY[lag(note_id) OVER w, lead(note_id) OVER w], NULL) AS links
+    FROM pgmem_staging
+    WINDOW w AS (PARTITION BY document_id ORDER BY span_start, note_id)
+), keyed AS (
+    SELECT s.note_id, k.key FROM pgmem_staging AS s, unnest(s.link_keys) AS k (key)
+), holders AS (
+    SELECT key, array_agg(note_id) AS notes FROM keyed GROUP BY key HAVING count(*) <= %(rare)s
+), partners AS (
+    SELECT k.note_id, (array_agg(DISTINCT p.note_id ORDER BY p.note_id))[1:%(max_links)s] AS notes
+    FROM keyed AS k JOIN holders AS h USING (key), unnest(h.notes) AS p (note_id)
+    WHERE p.note_id <> k.note_id
+    GROUP BY k.note_id
+), written AS (
+    INSERT INTO pgmem.notes (namespace, note_id, external_id, document_id, span_start, span_end,
+                             text, context, family, role, confidence, source_ts, model_id, embedding,
+                             entities, time_tags, keywords, handles, links, metadata)
+    SELECT s.namespace, s.note_id, s.external_id, s.document_id, s.span_start, s.span_end, s.text,
+           s.context, s.family, s.role, s.confidence, s.source_ts, s.model_id, s.embedding,
+           s.entities, s.time_tags, s.keywords, s.handles,
+           l.links || ARRAY(SELECT u.id FROM unnest(pa.notes) WITH ORDINALITY AS u (id, position)
+                            WHERE u.id <> ALL (l.links) ORDER BY u.position),
+           s.metadata
+    FROM pgmem_staging AS s
+    JOIN local AS l ON l.note_id = s.note_id
+    LEFT JOIN partners AS pa ON pa.note_id = s.note_id
+    RETURNING 1
+)
+SELECT count(*) AS inserted FROM written;
+
+-- name: bulk_load_memory --
+SELECT pg_size_bytes(current_setting('maintenance_work_mem')) AS bytes;
+
+-- name: bulk_load_memory_setting --
+SELECT current_setting('maintenance_work_mem') AS setting;
+
+-- name: bulk_load_analyze --
+ANALYZE pgmem.notes, pgmem.lexeme_stats, pgmem.lexeme_postings;
+
 -- name: stored_spans --
 -- The note stored on each given span of the namespace (one indexed lookup per span
 -- through notes_span), with what re-ingest compares: a digest of its text and the

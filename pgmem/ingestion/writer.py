@@ -97,9 +97,12 @@ def _where(item: ValidSpan) -> str:
     return f"span {item.index} (document {item.span.document_id!r}, bytes {item.span.start}-{item.span.end})"
 
 
-def _dedupe(valid: list[ValidSpan]) -> list[ValidSpan]:
-    """Drop exact repeats of a span; refuse one document span given twice with different content."""
-    seen: dict[SpanKey, ValidSpan] = {}
+def dedupe(valid: list[ValidSpan], seen: dict[SpanKey, ValidSpan] | None = None) -> list[ValidSpan]:
+    """Drop exact repeats of a span; refuse one document span given twice with different content.
+
+    ``seen`` carries the spans of earlier chunks of the same batch (it is updated).
+    """
+    seen = {} if seen is None else seen
     unique: list[ValidSpan] = []
     for item in valid:
         first = seen.get(_key(item))
@@ -263,7 +266,7 @@ def _shared_key_links(
     return links
 
 
-def _row(
+def note_row(
     namespace: str,
     model_id: int,
     item: ValidSpan,
@@ -386,7 +389,7 @@ def write(
         check_reason(supersede_reason)
     batch = list(spans)
     checked = [validate_span(i, span, namespace) for i, span in enumerate(batch)]
-    valid = _dedupe(checked)
+    valid = dedupe(checked)
     if not valid:
         return IngestResult((), 0, 0)
     with database_errors(action):
@@ -458,7 +461,7 @@ def write(
         yield Copy(
             "copy_staging",
             (
-                _row(namespace, model_id, item, facet, vector, links[item.note_id])
+                note_row(namespace, model_id, item, facet, vector, links[item.note_id])
                 for item, facet, vector in zip(fresh, facets, vectors, strict=True)
             ),
         )
