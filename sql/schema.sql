@@ -205,7 +205,7 @@ CREATE TABLE pgmem.pack_log (
 
 -- What calibration and the family alarm read and decided for each family of a logged
 -- pool (feedback columns NULL in packs logged before migration 0003, alarm columns
--- before 0009).
+-- before 0009, collusion columns before 0015).
 CREATE TABLE pgmem.pack_log_families (
     namespace text NOT NULL,
     pack_id uuid NOT NULL,
@@ -238,6 +238,10 @@ CREATE TABLE pgmem.pack_log_families (
     alarm_threshold double precision,
     alarmed boolean,
     quarantined boolean,
+    -- The alarm's collusion input (same-family near-copies across documents, in [0, 1])
+    -- and whether it alone reached the threshold (capped at collusion_cap, no refill).
+    collusion double precision,
+    colluding boolean,
     PRIMARY KEY (namespace, pack_id, family),
     FOREIGN KEY (namespace, pack_id) REFERENCES pgmem.pack_log (namespace, pack_id)
 );
@@ -1335,7 +1339,7 @@ CREATE FUNCTION pgmem.log_pack_v1(p_pack jsonb) RETURNS uuid
             z, shrunk_z, corroboration, reliability, uncertainty, regularizer, variance_floor_dominated,
             feedback_helpful, feedback_unhelpful, feedback_reliability, feedback_z, namespace_count, pool_share,
             namespace_share, newness, duplicate_density, question_echo, alarm_score, alarm_threshold, alarmed,
-            quarantined)
+            quarantined, collusion, colluding)
         SELECT pack.namespace, pack.pack_id, f.*
         FROM pack, jsonb_to_recordset(p_pack -> 'families') AS f (
             family text, count integer, score_sum float8, mean_confidence float8,
@@ -1344,7 +1348,8 @@ CREATE FUNCTION pgmem.log_pack_v1(p_pack jsonb) RETURNS uuid
             variance_floor_dominated boolean, feedback_helpful float8, feedback_unhelpful float8,
             feedback_reliability float8, feedback_z float8, namespace_count bigint, pool_share float8,
             namespace_share float8, newness float8, duplicate_density float8, question_echo float8,
-            alarm_score float8, alarm_threshold float8, alarmed boolean, quarantined boolean)
+            alarm_score float8, alarm_threshold float8, alarmed boolean, quarantined boolean,
+            collusion float8, colluding boolean)
     )
     SELECT pack_id FROM pack;
 $$;
@@ -2140,11 +2145,12 @@ LEFT JOIN pgmem.pack_log_families AS f
     ON f.namespace = e.namespace AND f.pack_id = e.pack_id AND f.family = e.family;
 
 -- Every family alarm raised in a logged pack: which family, in which pack, how the score
--- was made up, and whether the family was quarantined.
+-- was made up (collusion and colluding NULL in packs logged before migration 0015), and
+-- whether the family was quarantined.
 CREATE VIEW pgmem.family_alarms_v1 WITH (security_invoker = true) AS
 SELECT f.namespace, f.pack_id, l.created_at, l.mode, l.query, f.family, f.count, f.namespace_count,
        f.z, f.pool_share, f.namespace_share, f.newness, f.duplicate_density, f.question_echo,
-       f.alarm_score, f.alarm_threshold, f.quarantined, f.regularizer
+       f.collusion, f.alarm_score, f.alarm_threshold, f.colluding, f.quarantined, f.regularizer
 FROM pgmem.pack_log_families AS f
 JOIN pgmem.pack_log AS l USING (namespace, pack_id)
 WHERE f.alarmed;

@@ -1,4 +1,4 @@
-"""The family alarm and quarantine (issue 13): pure pools, then one logged pack."""
+"""The family alarm and quarantine (issue 13): pure pools, then logged packs read from SQL (migrations 0009, 0015)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from helpers import make_spans
+from helpers import as_role, make_spans
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 
 import pgmem
 from pgmem.embeddings import HashingEmbedder
@@ -17,6 +19,7 @@ from pgmem.errors import ConfigurationError
 from pgmem.params import CalibrationParams, PackParams
 from pgmem.retrieval.calibrate import calibrate
 from pgmem.retrieval.packer import QUARANTINE, rank_and_pack
+from pgmem.retrieval.pipeline import log_document
 from pgmem.retrieval.pool import Pool
 from pgmem.types import Candidate
 
@@ -183,13 +186,17 @@ def test_alarm_inputs_and_score_are_bounded_on_random_pools() -> None:
                 assert 0.0 <= value <= 1.0
 
 
-def test_a_logged_pack_records_the_alarm(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
-    # The poison notes each in a document of their own, as a writer would add them.
+def _ingest_attacked(conn: psycopg.Connection[Any], hashing: HashingEmbedder, namespace: str) -> None:
+    """The clean notes, and the attacker's near-copies each in a document of its own (as a writer adds them)."""
     spans = make_spans([text for _, text in CLEAN], family="wire", document_id="clean") + [
         pgmem.Span(document_id=f"poison-{i}", text=text, start=0, end=len(text.encode()), family="attacker")
         for i, text in enumerate(POISON)
     ]
-    pgmem.ingest(conn, spans, namespace="alarm", embedder=hashing)
+    pgmem.ingest(conn, spans, namespace=namespace, embedder=hashing)
+
+
+def test_a_logged_pack_records_the_alarm(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    _ingest_attacked(conn, hashing, "alarm")
     pack = pgmem.pack(conn, QUESTION, namespace="alarm", embedder=hashing, log=True)
     attacker = pack.diagnostics.family("attacker")
     assert pack.diagnostics.quarantined == ("attacker",)
@@ -248,3 +255,85 @@ def test_collusion_needs_a_group_of_near_copies_across_documents() -> None:
     assert family((copy, copy, copy), ("a", "a", "a")) == 0.0
     # Three copies in three documents: collusion 1.
     assert family((copy, copy, copy), ("a", "b", "c")) == pytest.approx(1.0)
+
+
+# --- the collusion input in logged packs (migration 0015) --------------------------------
+
+
+# Everything a person needs to see why a family's notes were refused, from SQL alone.
+WHY_REFUSED = """
+SELECT e.outcome, e.reason, a.collusion, a.alarm_threshold, a.colluding, a.quarantined,
+       (e.parameters -> 'calibration' ->> 'collusion_cap')::integer AS collusion_cap
+FROM pgmem.pack_explain_v1 AS e
+JOIN pgmem.family_alarms_v1 AS a USING (namespace, pack_id, family)
+WHERE e.pack_id = %s AND e.family = %s
+"""
+
+
+def test_a_colluding_family_in_a_logged_pack_is_explained_in_sql(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder
+) -> None:
+    _ingest_attacked(conn, hashing, "collude")
+    pack = pgmem.pack(conn, QUESTION, namespace="collude", embedder=hashing, log=True)
+    attacker = pack.diagnostics.family("attacker")
+    assert attacker.colluding and not any(item.family == "attacker" for item in pack.items)
+    rows = conn.execute(
+        "SELECT family, collusion, alarm_threshold, colluding, quarantined FROM pgmem.family_alarms_v1"
+        " WHERE pack_id = %s",
+        (pack.pack_id,),
+    ).fetchall()
+    assert rows == [("attacker", pytest.approx(attacker.collusion), CalibrationParams().alarm_threshold, True, True)]
+    assert rows[0][1] >= rows[0][2]
+    why = conn.execute(WHY_REFUSED, (pack.pack_id, "attacker")).fetchall()
+    refused = [r for r in pack.diagnostics.rejections if r.family == "attacker"]
+    assert refused and len(why) == len(refused)
+    assert {row[:2] for row in why} == {("rejected", QUARANTINE)}
+    assert {row[2:] for row in why} == {(rows[0][1], rows[0][2], True, True, CalibrationParams().collusion_cap)}
+    # Every family's diagnostics, every field, are its logged row (the clean families too).
+    with conn.cursor(row_factory=dict_row) as cursor:
+        logged = cursor.execute("SELECT * FROM pgmem.pack_log_families WHERE pack_id = %s", (pack.pack_id,)).fetchall()
+    assert len(logged) == len(pack.diagnostics.families)
+    for row, family in zip(
+        sorted(logged, key=lambda r: r["family"]),
+        sorted(pack.diagnostics.families, key=lambda f: f.family),
+        strict=True,
+    ):
+        assert {key: row[key] for key in vars(family)} == pytest.approx(vars(family))
+
+
+def test_a_pack_document_without_the_collusion_keys_still_logs(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder
+) -> None:
+    # A document written before migration 0015 (or by an older client): the new columns stay NULL.
+    _ingest_attacked(conn, hashing, "older")
+    logged, arguments = log_document(pgmem.pack(conn, QUESTION, namespace="older", embedder=hashing))
+    document = arguments["pack"].obj
+    for family in document["families"]:
+        del family["collusion"], family["colluding"]
+    conn.execute("SELECT pgmem.log_pack_v2(%s)", (Jsonb(document),))
+    rows = conn.execute(
+        "SELECT family, collusion, colluding, quarantined FROM pgmem.family_alarms_v1 WHERE pack_id = %s",
+        (logged.pack_id,),
+    ).fetchall()
+    assert rows == [("attacker", None, None, True)]
+
+
+def test_a_reader_sees_only_its_namespaces_collusion(
+    dsn: str, tenants: psycopg.Connection[Any], roles: dict[str, str], hashing: HashingEmbedder
+) -> None:
+    for namespace in ("a", "b"):
+        _ingest_attacked(tenants, hashing, namespace)
+        pgmem.pack(tenants, QUESTION, namespace=namespace, embedder=hashing, log=True)
+    seen = "SELECT namespace, collusion, colluding FROM pgmem.family_alarms_v1 WHERE colluding"
+    families = "SELECT DISTINCT namespace FROM pgmem.pack_log_families WHERE collusion IS NOT NULL"
+    assert {row[0] for row in tenants.execute(seen)} == {"a", "b"}  # the owner sees both
+    with as_role(dsn, roles["reader"], "a") as reader:
+        rows = reader.execute(seen).fetchall()
+        assert [row[0] for row in rows] == ["a"] and rows[0][1] >= CalibrationParams().alarm_threshold
+        assert {row[0] for row in reader.execute(families)} == {"a"}
+        reader.execute("SET pgmem.namespace = 'b'")  # a namespace it was not granted
+        assert reader.execute(seen).fetchall() == [] and reader.execute(families).fetchall() == []
+    with as_role(dsn, roles["stranger"], None) as stranger, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        stranger.execute(seen)
+    with as_role(dsn, roles["admin"], None) as admin:
+        assert {row[0] for row in admin.execute(seen)} == {"a", "b"}
