@@ -233,9 +233,17 @@ def main() -> None:
     parser.add_argument("--prefix", default="x", help="namespace prefix of the stored corpora")
     parser.add_argument("--k", type=int, default=50, help="stage one's k_dense and k_lex (default 50)")
     parser.add_argument("--beta", action="store_true", help="also run the beta mode's feedback conditions")
+    parser.add_argument(
+        "--collusion-cap",
+        type=int,
+        default=None,
+        help="opt the calibrated system in to the collusion alarm with this cap (default: off, as pgmem's default)",
+    )
     parser.add_argument("--out", default="eval-out/provenance.json")
     parser.add_argument("--render", nargs="+", help="print the Markdown tables of these JSON reports and exit")
     args = parser.parse_args()
+    if args.collusion_cap is not None:
+        SYSTEMS["calibrated"] = (CalibrationParams(collusion_cap=args.collusion_cap), "calibrated")
     if args.render:
         print(render([json.loads(Path(path).read_text(encoding="utf-8")) for path in args.render]))
         return

@@ -176,12 +176,15 @@ class CalibrationParams(_Params):
         ``None`` switches the alarm off). Chosen on HotpotQA, see docs/security.md.
     quarantine_cap : int
         At most this many notes of a quarantined family are packed (default 1, >= 0).
-    collusion_cap : int
-        At most this many notes of a *colluding* family (its collusion input alone
-        reaches ``alarm_threshold``: several of its notes near-copies of each other
-        across documents) are packed, and none of them refills a pack that ends short
-        (default 0, >= 0). Never reached by a genuine family on the evaluation slices,
-        see docs/security.md.
+    collusion_cap : int or None
+        ``None`` (default): the alarm's collusion input (several of a family's notes
+        near-copies of each other across documents) is measured and reported, but does
+        not raise the alarm. An int opts in: a family whose collusion alone reaches
+        ``alarm_threshold`` is quarantined, at most this many of its notes are packed
+        and none of them refills a pack that ends short (>= 0; 0 measured best against
+        poisoning). Not the default because a genuine family that writes templated
+        notes as separate documents (release notes, status lines) colludes by this
+        measure and would lose its notes; see docs/security.md.
     quarantine_penalty : float
         A quarantined family's regulariser is ``-quarantine_penalty * alarm_score``, in
         pool standard deviations (default 3, >= 0), whatever the mode's own regulariser.
@@ -205,7 +208,7 @@ class CalibrationParams(_Params):
     feedback_prior: float = 2.0
     alarm_threshold: float | None = 0.4
     quarantine_cap: int = 1
-    collusion_cap: int = 0
+    collusion_cap: int | None = None
     quarantine_penalty: float = 3.0
     recency_window: float = 7 * 86_400.0
     use_uncertainty: bool = True
@@ -225,7 +228,8 @@ class CalibrationParams(_Params):
             between("alarm_threshold", self.alarm_threshold, 0.0, 1.0)
             at_least("alarm_threshold", self.alarm_threshold, 0.0, strict=True)
         whole("quarantine_cap", self.quarantine_cap, 0)
-        whole("collusion_cap", self.collusion_cap, 0)
+        if self.collusion_cap is not None:
+            whole("collusion_cap", self.collusion_cap, 0)
         at_least("quarantine_penalty", self.quarantine_penalty, 0.0)
         at_least("recency_window", self.recency_window, 0.0, strict=True)
         if not isinstance(self.use_uncertainty, bool):

@@ -120,8 +120,13 @@ def build_report(corpus: EvalCorpus, run: RunResult, config: RunConfig, *, condi
     }
 
 
-def _number(value: float, digits: int = 1) -> str:
+def _number(value: float | None, digits: int = 1) -> str:
     return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
+
+def _percent(share: float | None) -> str:
+    """A share in [0, 1] as a percentage; "—" when undefined (e.g. no note was packed)."""
+    return _number(None if share is None else 100 * share)
 
 
 def render_markdown(report: Mapping[str, Any]) -> str:
@@ -288,7 +293,7 @@ def render_summary(reports: Sequence[Mapping[str, Any]]) -> str:
                 if a is not None:
                     lines.append(
                         f"| {r['corpus']['name']} | {run_label(r)} | {system} |"
-                        f" {_number(100 * a['attack_inclusion_rate'])} | {_number(100 * a['poisoned_share'])} |"
-                        f" {_number(100 * a['clean_recall_under_attack'])} |"
+                        f" {_percent(a['attack_inclusion_rate'])} | {_percent(a['poisoned_share'])} |"
+                        f" {_percent(a['clean_recall_under_attack'])} |"
                     )
     return "\n".join(lines) + "\n"

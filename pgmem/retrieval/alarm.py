@@ -24,15 +24,18 @@ the rest of the attacker's signature, and the alarm reads it from the pool alone
 The score is bounded in [0, 1]::
 
     echo_score = echo * duplicate_density ** 0.5 * (0.5 + 0.5 * max(support, concentration, newness))
-    score      = max(echo_score, collusion)
+    score      = max(echo_score, collusion)   # with collusion opted in, else echo_score
 
 Echo and near-duplication are both required by the echo score (a relevant article echoes
 the question but its sentences are not near-copies of each other; a chatty family
 repeats itself but not the question); support, concentration or newness make it
-stronger. Collusion alone suffices: several notes of one family, written as separate
-documents, that are near-copies of each other are what an attacker writing variants of
-its claim looks like, whichever question the pool is for (genuine families on the
-evaluation slices stay below 0.25; docs/security.md). A family alarms when
+stronger. Collusion, when opted in (``CalibrationParams.collusion_cap``), suffices:
+several notes of one family, written as separate documents, that are near-copies of each
+other are what an attacker writing variants of its claim looks like, whichever question
+the pool is for (genuine families on the evaluation slices stay below 0.25;
+docs/security.md) — and also what a genuine family writing templated notes (release
+notes, status lines) looks like, which is why it is measured and reported always but
+alarms only when opted in. A family alarms when
 ``score >= alarm_threshold``. Pure numpy over the pool's texts: no I/O.
 """
 
@@ -72,7 +75,12 @@ class FamilySignals:
 
 
 def family_signals(
-    pool: Pool, families: Sequence[str], shrunk_z: _Array, tau: float, recency_window: float
+    pool: Pool,
+    families: Sequence[str],
+    shrunk_z: _Array,
+    tau: float,
+    recency_window: float,
+    use_collusion: bool = False,
 ) -> FamilySignals:
     """The alarm's inputs and score for each of ``families`` (the pool's, sorted).
 
@@ -90,6 +98,8 @@ def family_signals(
         The calibrator's tanh temperature.
     recency_window : float
         Seconds over which a family stops counting as new.
+    use_collusion : bool
+        Whether the collusion input counts in the score (it is reported either way).
     """
     aggregates = {aggregate.family: aggregate for aggregate in pool.families}
     duplicates, echoes, collusions = _group_means(pool, families)
@@ -119,7 +129,7 @@ def family_signals(
         signals.support.append(support)
         signals.collusion.append(collusion)
         echo_score = min(1.0, max(0.0, question_echo * math.sqrt(duplicate) * (0.5 + 0.5 * strength)))
-        signals.score.append(max(echo_score, collusion))
+        signals.score.append(max(echo_score, collusion) if use_collusion else echo_score)
     return signals
 
 

@@ -61,8 +61,8 @@ class Calibration:
     eps: float
     #: At most this many notes of a quarantined family are packed ...
     quarantine_cap: int = 1
-    #: ... and of a colluding one (which never refills a pack).
-    collusion_cap: int = 0
+    #: ... and of a colluding one (which never refills a pack); None: collusion does not alarm.
+    collusion_cap: int | None = None
     _regularizers: Mapping[str, float] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -231,10 +231,11 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
     regularizer = _regularizer(mode, degraded, params.gamma, count, signal)
     floor_dominated = params.var_floor > spread
     names = [aggregate.family for aggregate in families]
-    signals = family_signals(pool, names, shrunk_z, params.tau, params.recency_window)
+    use_collusion = params.collusion_cap is not None
+    signals = family_signals(pool, names, shrunk_z, params.tau, params.recency_window, use_collusion)
     threshold = params.alarm_threshold
     alarmed = [threshold is not None and score >= threshold for score in signals.score]
-    colluding = [threshold is not None and collusion >= threshold for collusion in signals.collusion]
+    colluding = [use_collusion and threshold is not None and collusion >= threshold for collusion in signals.collusion]
     # The alarm is a defence, not a calibration: it quarantines in every mode but the
     # relevance-only ablation, degraded pool or not, so no mode ever rewards a flagged family.
     quarantined = [flag and mode != "relevance" for flag in alarmed]

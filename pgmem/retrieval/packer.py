@@ -224,7 +224,11 @@ def rank_and_pack(
             not filling
             and candidate.family in quarantined
             and per_family[candidate.family]
-            >= (calibration.collusion_cap if candidate.family in colluding else calibration.quarantine_cap)
+            >= (
+                calibration.collusion_cap
+                if candidate.family in colluding and calibration.collusion_cap is not None
+                else calibration.quarantine_cap
+            )
         ):
             reason = QUARANTINE
         elif tokens_left is not None:
