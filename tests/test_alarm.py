@@ -349,3 +349,23 @@ def test_a_reader_sees_only_its_namespaces_collusion(
         stranger.execute(seen)
     with as_role(dsn, roles["admin"], None) as admin:
         assert {row[0] for row in admin.execute(seen)} == {"a", "b"}
+
+
+def test_a_templated_genuine_writer_keeps_its_notes_by_default() -> None:
+    # A CI bot's release notes: one family, one document each, near-copies of each other.
+    # Collusion sees them exactly as it sees an attacker's variants (the reason it alarms
+    # only when opted in): by default it is reported and the pack is full.
+    texts = [f"Release note {i}: the widget pipeline changed in build {i}." for i in range(12)]
+    candidates = [_candidate(i, "ci-bot", text, 0.9 - 0.01 * i) for i, text in enumerate(texts)]
+    pool = Pool.from_candidates(
+        candidates, query="What changed in the widget pipeline?", namespace_counts={"ci-bot": 200}
+    )
+    default = calibrate(pool, CalibrationParams(), "calibrated")
+    bot = default.family("ci-bot")
+    assert bot.collusion >= CalibrationParams().alarm_threshold and not bot.colluding
+    # (The echo score may still flag it — the question repeats the notes — but an echo
+    # alarm refills a pack that holds nothing else: the pack stays full.)
+    assert len(rank_and_pack(pool, default, PackParams(budget=8, overlap_hard_threshold=1.0)).items) == 8
+    opted_in = calibrate(pool, COLLUSION, "calibrated")
+    assert opted_in.family("ci-bot").colluding
+    assert not rank_and_pack(pool, opted_in, PackParams(budget=8, overlap_hard_threshold=1.0)).items
