@@ -87,24 +87,31 @@ def term_signals(conn: Any, question: str, namespace: str) -> dict[str, float]:
 
 @contextlib.contextmanager
 def memoised_duplicates() -> Iterator[None]:
-    """Within: the family alarm's nearest-duplicate Jaccards, which depend on the pool's
-    texts only and not on the scores, are computed once per pool and set of rows instead
-    of once per fusion (the sweep's dominant cost on a 2-core machine; no result
+    """Within: the family alarm's near-duplicate Jaccards, which depend on the pool's
+    texts, documents and families only and not on the scores, are computed once per pool
+    instead of once per fusion (the sweep's dominant cost on a 2-core machine; no result
     changes). Timings are taken outside, with the read path's own code."""
-    compute = PoolWords.nearest_duplicate
+    compute = PoolWords.nearest_duplicates
     cache: dict[tuple[Any, ...], Any] = {}
 
-    def memoised(words: PoolWords, documents: Sequence[str], rows: Any = None) -> Any:
-        key = (tuple(words._texts), tuple(documents), None if rows is None else tuple(np.asarray(rows).tolist()))
+    def memoised(
+        words: PoolWords, documents: Sequence[str], rows: Any = None, families: Sequence[str] | None = None
+    ) -> Any:
+        key = (
+            tuple(words._texts),
+            tuple(documents),
+            None if rows is None else tuple(np.asarray(rows).tolist()),
+            None if families is None else tuple(families),
+        )
         if key not in cache:
-            cache[key] = compute(words, documents, rows)
+            cache[key] = compute(words, documents, rows, families)
         return cache[key]
 
-    PoolWords.nearest_duplicate = memoised  # type: ignore[method-assign,assignment]
+    PoolWords.nearest_duplicates = memoised  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:
-        PoolWords.nearest_duplicate = compute  # type: ignore[method-assign]
+        PoolWords.nearest_duplicates = compute  # type: ignore[method-assign]
 
 
 def _fusions() -> dict[str, tuple[Fusion, float]]:

@@ -24,16 +24,16 @@ from pgmem.db.errors import database_errors
 from pgmem.db.queries import query, run
 from pgmem.embeddings import Embedder
 from pgmem.errors import DatabaseError, InputError, SchemaError
-from pgmem.ingestion.enricher import Enricher, RuleEnricher
+from pgmem.ingestion.enricher import Enricher, Enrichment, RuleEnricher
 from pgmem.ingestion.spans import ValidSpan, validate_span
 from pgmem.ingestion.writer import (
     CHUNK,
-    LINK_ENTITY_CONFIDENCE,
     MAX_KEY_LINKS,
     RARE_KEY_NOTES,
     SpanKey,
     dedupe,
     enrich_and_embed,
+    link_keys,
     note_row,
 )
 from pgmem.types import Span
@@ -130,11 +130,9 @@ def _validated(
         yield chunk, dedupe(chunk, seen)
 
 
-def _link_keys(facets: Any) -> list[str]:
-    """The rare-key candidates of a note, as the staging table holds them ('h '/'e ' + text)."""
-    keys = {"h " + handle for handle in facets.handles}
-    keys |= {"e " + e.text for e in facets.entities if e.confidence >= LINK_ENTITY_CONFIDENCE}
-    return sorted(keys)
+def _staged_keys(facets: Enrichment) -> list[str]:
+    """:func:`link_keys` as the staging table holds them ('h ' / 'e ' + text)."""
+    return sorted(kind[0] + " " + text for kind, text in link_keys(facets))
 
 
 def bulk_load_steps(
@@ -192,7 +190,7 @@ def bulk_load_steps(
                 facets, vectors = enrich_and_embed(part, enricher, embedder, progress)
                 with conn.cursor().copy(query("bulk_load_copy")) as copy:
                     for item, facet, vector in zip(part, facets, vectors, strict=True):
-                        copy.write_row((*note_row(namespace, model_id, item, facet, vector, []), _link_keys(facet)))
+                        copy.write_row((*note_row(namespace, model_id, item, facet, vector, []), _staged_keys(facet)))
         lap("write")
 
         inserted = int(_one(conn, "bulk_load_insert", {"rare": RARE_KEY_NOTES, "max_links": MAX_KEY_LINKS}))

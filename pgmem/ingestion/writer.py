@@ -229,7 +229,8 @@ def _local_links(action: str, namespace: str, batch: list[ValidSpan], gone: set[
     return links
 
 
-def _link_keys(facets: Enrichment) -> set[tuple[str, str]]:
+def link_keys(facets: Enrichment) -> set[tuple[str, str]]:
+    """A note's rare-key link candidates: ("handle", h) and ("entity", text) of its confident entities."""
     keys = {("handle", h) for h in facets.handles}
     keys |= {("entity", e.text) for e in facets.entities if e.confidence >= LINK_ENTITY_CONFIDENCE}
     return keys
@@ -240,7 +241,7 @@ def _shared_key_links(
 ) -> Steps[dict[str, list[str]]]:
     """Notes of the namespace (stored or in the batch, not in ``gone``) sharing a rare
     handle or entity."""
-    keys_of = {item.note_id: _link_keys(facet) for item, facet in zip(batch, facets, strict=True)}
+    keys_of = {item.note_id: link_keys(facet) for item, facet in zip(batch, facets, strict=True)}
     holders: dict[tuple[str, str], set[str]] = {}
     for note_id, keys in keys_of.items():
         for key in keys:
