@@ -33,12 +33,15 @@ from pgmem.db.queries import fetch_async, run_async
 from pgmem.db.steps import drive_async
 from pgmem.embeddings import Embedder, resolve_embedder
 from pgmem.errors import ConfigurationError
+from pgmem.ingestion.bulk import BulkLoadResult, bulk_load_steps
 from pgmem.ingestion.enricher import Enricher
 from pgmem.ingestion.writer import IngestResult, check_reason
 from pgmem.ingestion.writer import write as write_spans
 from pgmem.operations import (
     FeedbackResult,
     ForgetResult,
+    bind_family_result,
+    bind_family_statement,
     feedback_result,
     feedback_statement,
     forget_result,
@@ -47,6 +50,8 @@ from pgmem.operations import (
     register_model_statement,
     reset_feedback_result,
     reset_feedback_statement,
+    unbind_family_result,
+    unbind_family_statement,
 )
 from pgmem.params import CalibrationParams, Mode, PackParams, StageOneParams
 from pgmem.retrieval.pipeline import PackRequest, Stopwatch, embed_question, finish_pack, log_document, prepare_pack
@@ -55,6 +60,8 @@ from pgmem.retrieval.stage_one import pool_from_rows
 from pgmem.types import Pack, Span
 
 __all__ = [
+    "bind_family",
+    "bulk_load",
     "connect",
     "feedback",
     "fetch_pool",
@@ -64,6 +71,7 @@ __all__ = [
     "register_model",
     "reset_feedback",
     "supersede",
+    "unbind_family",
 ]
 
 
@@ -195,6 +203,34 @@ async def ingest(
     return await drive_async(conn, steps)
 
 
+async def bulk_load(
+    conn: psycopg.AsyncConnection[Any],
+    spans: Iterable[Span],
+    *,
+    namespace: str = "default",
+    embedder: Embedder | str | None = None,
+    enricher: Enricher | None = None,
+    progress: Callable[[int], None] | None = None,
+    maintenance_work_mem: int | None = None,
+) -> BulkLoadResult:
+    """First load of a new namespace: :func:`pgmem.bulk_load` on an async connection.
+
+    The same checks (the tables' owner only, a namespace without notes, the table to
+    itself or a refusal at once), statements and single transaction; enrichment and
+    embedding run in a worker thread, so ``progress`` is called from that thread.
+    """
+    model = await asyncio.to_thread(resolve_embedder, embedder)
+    steps = bulk_load_steps(
+        spans,
+        namespace=namespace,
+        embedder=model,
+        enricher=enricher,
+        progress=progress,
+        maintenance_work_mem=maintenance_work_mem,
+    )
+    return await drive_async(conn, steps)
+
+
 async def supersede(
     conn: psycopg.AsyncConnection[Any],
     spans: Iterable[Span],
@@ -260,3 +296,19 @@ async def register_model(conn: psycopg.AsyncConnection[Any], embedder: Embedder 
     """Register an embedding model: :func:`pgmem.register_model` on an async connection."""
     model = await asyncio.to_thread(resolve_embedder, embedder)  # may load a model from disk
     return register_model_result(await fetch_async(conn, register_model_statement(model)))
+
+
+async def bind_family(conn: psycopg.AsyncConnection[Any], *, namespace: str, family: str, roles: Sequence[str]) -> int:
+    """Bind a family to writer roles: :func:`pgmem.bind_family` on an async connection."""
+    return bind_family_result(
+        await fetch_async(conn, bind_family_statement(namespace=namespace, family=family, roles=roles))
+    )
+
+
+async def unbind_family(
+    conn: psycopg.AsyncConnection[Any], *, namespace: str, family: str, roles: Sequence[str] | None = None
+) -> int:
+    """Take writer roles off a family: :func:`pgmem.unbind_family` on an async connection."""
+    return unbind_family_result(
+        await fetch_async(conn, unbind_family_statement(namespace=namespace, family=family, roles=roles))
+    )

@@ -14,14 +14,11 @@ from typing import Any
 
 import psycopg
 
-from pgmem.db.errors import database_errors
-from pgmem.db.queries import fetch, run
+from pgmem.db.queries import fetch
 from pgmem.db.steps import drive
 from pgmem.embeddings import Embedder, resolve_embedder
-from pgmem.errors import InputError
 from pgmem.ingestion.bulk import BulkLoadResult, bulk_load_steps
 from pgmem.ingestion.enricher import Enricher
-from pgmem.ingestion.spans import MAX_ID_CHARS
 from pgmem.ingestion.writer import IngestResult, check_reason
 from pgmem.ingestion.writer import write as write_spans
 from pgmem.operations import (
@@ -29,6 +26,8 @@ from pgmem.operations import (
     MAX_REASON_CHARS,
     FeedbackResult,
     ForgetResult,
+    bind_family_result,
+    bind_family_statement,
     feedback_result,
     feedback_statement,
     forget_result,
@@ -37,6 +36,8 @@ from pgmem.operations import (
     register_model_statement,
     reset_feedback_result,
     reset_feedback_statement,
+    unbind_family_result,
+    unbind_family_statement,
 )
 from pgmem.params import CalibrationParams, Mode, PackParams, StageOneParams
 from pgmem.retrieval.pipeline import (
@@ -45,7 +46,6 @@ from pgmem.retrieval.pipeline import (
     MAX_QUERY_CHARS,
     Stopwatch,
     build_hints,
-    check_strings,
     embed_question,
     fetch_pool,
     finish_pack,
@@ -53,7 +53,6 @@ from pgmem.retrieval.pipeline import (
     prepare_pack,
 )
 from pgmem.types import Pack, Span
-from pgmem.validate import check_namespace, check_text, describe_value
 
 __all__ = [
     "MAX_FAMILIES",
@@ -193,14 +192,16 @@ def bulk_load(
     EmbeddingMismatchError
         The namespace is bound to another model.
     """
-    return bulk_load_steps(
+    return drive(
         conn,
-        spans,
-        namespace=namespace,
-        embedder=resolve_embedder(embedder),
-        enricher=enricher,
-        progress=progress,
-        maintenance_work_mem=maintenance_work_mem,
+        bulk_load_steps(
+            spans,
+            namespace=namespace,
+            embedder=resolve_embedder(embedder),
+            enricher=enricher,
+            progress=progress,
+            maintenance_work_mem=maintenance_work_mem,
+        ),
     )
 
 
@@ -499,15 +500,6 @@ def register_model(conn: psycopg.Connection[Any], embedder: Embedder | str | Non
     return register_model_result(fetch(conn, register_model_statement(resolve_embedder(embedder))))
 
 
-def _role_names(name: str, roles: Sequence[str]) -> list[str]:
-    if isinstance(roles, str) or not isinstance(roles, Iterable):
-        raise InputError(f"{name} must be a list of role names, got {describe_value(roles)}")
-    names = list(check_strings(name, roles))
-    if not names:
-        raise InputError(f"{name} must name at least one role")
-    return names
-
-
 def bind_family(conn: psycopg.Connection[Any], *, namespace: str, family: str, roles: Sequence[str]) -> int:
     """Bind provenance family ``family`` of ``namespace`` to the writer roles ``roles``.
 
@@ -538,12 +530,7 @@ def bind_family(conn: psycopg.Connection[Any], *, namespace: str, family: str, r
     int
         How many notes the family held when it was bound.
     """
-    check_namespace(namespace)
-    family = check_text("bind_family: family", family, max_chars=MAX_ID_CHARS)
-    names = _role_names("bind_family: roles", roles)
-    with database_errors("bind family"):
-        row = run(conn, "bind_family", {"namespace": namespace, "family": family, "roles": names}).fetchone()
-    return int(row["notes"]) if row else 0
+    return bind_family_result(fetch(conn, bind_family_statement(namespace=namespace, family=family, roles=roles)))
 
 
 def unbind_family(
@@ -555,9 +542,4 @@ def unbind_family(
     ``pgmem.unbind_family_v1`` (schema owner or ``pgmem_admin``). Returns how many
     bindings were removed.
     """
-    check_namespace(namespace)
-    family = check_text("unbind_family: family", family, max_chars=MAX_ID_CHARS)
-    names = None if roles is None else _role_names("unbind_family: roles", roles)
-    with database_errors("unbind family"):
-        row = run(conn, "unbind_family", {"namespace": namespace, "family": family, "roles": names}).fetchone()
-    return int(row["removed"]) if row else 0
+    return unbind_family_result(fetch(conn, unbind_family_statement(namespace=namespace, family=family, roles=roles)))

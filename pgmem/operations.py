@@ -1,9 +1,10 @@
 """The small operations as pure halves: arguments → one :class:`Statement`, rows → result.
 
-:func:`pgmem.forget`, :func:`pgmem.feedback`, :func:`pgmem.reset_feedback` and
-:func:`pgmem.register_model` each check their arguments, run one named statement and
-read its rows. The checking and the reading live here, once; the sync driver
-(:mod:`pgmem.api`) and the async one (:mod:`pgmem.aio`) only run the statement.
+:func:`pgmem.forget`, :func:`pgmem.feedback`, :func:`pgmem.reset_feedback`,
+:func:`pgmem.register_model`, :func:`pgmem.bind_family` and :func:`pgmem.unbind_family`
+each check their arguments, run one named statement and read its rows. The checking
+and the reading live here, once; the sync driver (:mod:`pgmem.api`) and the async one
+(:mod:`pgmem.aio`) only run the statement.
 """
 
 from __future__ import annotations
@@ -160,3 +161,36 @@ def register_model_result(rows: Rows) -> int:
     if not rows or rows[0]["model_id"] is None:
         raise DatabaseError("register model: pgmem.register_model_v1 returned nothing")
     return int(rows[0]["model_id"])
+
+
+def _role_names(name: str, roles: Sequence[str]) -> list[str]:
+    if isinstance(roles, str) or not isinstance(roles, Iterable):
+        raise InputError(f"{name} must be a list of role names, got {describe_value(roles)}")
+    names = list(check_strings(name, roles))
+    if not names:
+        raise InputError(f"{name} must name at least one role")
+    return names
+
+
+def bind_family_statement(*, namespace: str, family: str, roles: Sequence[str]) -> Statement:
+    """The checked ``bind_family`` statement (arguments as :func:`pgmem.bind_family`)."""
+    check_namespace(namespace)
+    family = check_text("bind_family: family", family, max_chars=MAX_ID_CHARS)
+    names = _role_names("bind_family: roles", roles)
+    return Statement("bind family", "bind_family", {"namespace": namespace, "family": family, "roles": names})
+
+
+def bind_family_result(rows: Rows) -> int:
+    return int(rows[0]["notes"]) if rows else 0
+
+
+def unbind_family_statement(*, namespace: str, family: str, roles: Sequence[str] | None = None) -> Statement:
+    """The checked ``unbind_family`` statement (arguments as :func:`pgmem.unbind_family`)."""
+    check_namespace(namespace)
+    family = check_text("unbind_family: family", family, max_chars=MAX_ID_CHARS)
+    names = None if roles is None else _role_names("unbind_family: roles", roles)
+    return Statement("unbind family", "unbind_family", {"namespace": namespace, "family": family, "roles": names})
+
+
+def unbind_family_result(rows: Rows) -> int:
+    return int(rows[0]["removed"]) if rows else 0

@@ -135,6 +135,10 @@ SELECT count(*) AS inserted FROM written;
 -- name: bulk_load_memory --
 SELECT pg_size_bytes(current_setting('maintenance_work_mem')) AS bytes;
 
+-- name: bulk_load_set_memory --
+-- For the rest of the load's transaction only.
+SELECT set_config('maintenance_work_mem', %(setting)s, true) AS setting;
+
 -- name: bulk_load_memory_setting --
 SELECT current_setting('maintenance_work_mem') AS setting;
 

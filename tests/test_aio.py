@@ -188,10 +188,16 @@ def test_every_async_operation_works_whatever_the_row_factory(dsn: str, hashing:
             assert await pgmem.aio.reset_feedback(aconn, namespace="default") == 1
             removed = await pgmem.aio.forget(aconn, namespace="default", note_ids=[written.note_ids[1]], reason="t")
             assert removed.notes_removed == 1
+            assert await pgmem.aio.bind_family(aconn, namespace="default", family="f", roles=["pgmem_writer"]) == 2
+            assert await pgmem.aio.unbind_family(aconn, namespace="default", family="f") == 1
+            loaded = await pgmem.aio.bulk_load(aconn, make_spans(TEXTS), namespace="bulk", embedder=hashing)
+            assert loaded.inserted == 3 and set(loaded.seconds) >= {"write", "indexes", "total"}
 
     run(main())
     with psycopg.connect(dsn, autocommit=True) as plain:
-        texts = [r[0] for r in plain.execute("SELECT text FROM pgmem.notes ORDER BY span_start")]
+        texts = [
+            r[0] for r in plain.execute("SELECT text FROM pgmem.notes WHERE namespace = 'default' ORDER BY span_start")
+        ]
     assert texts == ["The launch moved to Monday after the review.", TEXTS[2]]
 
 
@@ -275,3 +281,13 @@ def test_an_async_write_refused_inside_its_transaction_leaves_the_connection_usa
             assert await cursor.fetchone() == (0,)
 
     run(main())
+
+
+def test_every_public_operation_has_an_async_namesake() -> None:
+    # migrate runs alembic once before the application starts and get_embedder builds a
+    # model: neither talks to a connection the application awaits on.
+    sync_only = {"get_embedder", "migrate"}
+    operations = {name for name in pgmem.__all__ if name[0].islower() and callable(getattr(pgmem, name))}
+    assert operations - sync_only <= set(pgmem.aio.__all__)
+    for name in operations - sync_only:
+        assert asyncio.iscoroutinefunction(getattr(pgmem.aio, name)), name

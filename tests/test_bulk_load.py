@@ -5,6 +5,7 @@ table) and leaves nothing behind when it refuses."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,8 +13,11 @@ import numpy as np
 import psycopg
 import pytest
 from helpers import as_role, make_spans, stats_are_consistent
+from psycopg import sql
+from psycopg.rows import dict_row
 
 import pgmem
+import pgmem.aio
 from pgmem.api import build_hints
 from pgmem.db.queries import run
 from pgmem.embeddings import HashingEmbedder
@@ -182,3 +186,35 @@ def test_vector_text_is_exact(conn: psycopg.Connection[Any]) -> None:
         row = conn.execute("SELECT (%s::vector)::real[]", (vector_literal(vector),)).fetchone()
         assert row is not None
         assert np.array_equal(np.asarray(row[0], dtype=np.float32), vector)
+
+
+def test_async_bulk_load_is_the_sync_bulk_load(
+    conn: psycopg.Connection[Any], other_dsn: str, roles: dict[str, str], hashing: HashingEmbedder
+) -> None:
+    """pgmem.aio.bulk_load runs the same steps: same notes, indexes and result; same refusals."""
+    spans = _spans()
+    expected = pgmem.bulk_load(conn, iter(spans), namespace=NAMESPACE, embedder=hashing)
+
+    async def load(dsn: str, namespace: str, role: str | None = None) -> pgmem.BulkLoadResult:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True, row_factory=dict_row) as aconn:
+            if role is not None:
+                await aconn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+            return await pgmem.aio.bulk_load(aconn, iter(spans), namespace=namespace, embedder=hashing)
+
+    with psycopg.connect(other_dsn, autocommit=True) as reference:
+        before = _state(reference)
+        # Another session with the table open: refused at once, nothing written.
+        with psycopg.connect(other_dsn) as other:
+            other.execute("SELECT count(*) FROM pgmem.notes")
+            with pytest.raises(pgmem.DatabaseError, match="other sessions"):
+                asyncio.run(load(other_dsn, NAMESPACE))
+        assert _state(reference) == before
+        got = asyncio.run(load(other_dsn, NAMESPACE))
+        assert (got.note_ids, got.inserted) == (expected.note_ids, expected.inserted)
+        assert set(got.indexes) == set(expected.indexes)
+        assert _state(reference) == _state(conn)
+        assert _indexes(reference) == _indexes(conn)
+        assert _stage_one(reference, hashing) == _stage_one(conn, hashing)
+    # A login role that does not own the table is refused, as by the sync driver.
+    with pytest.raises(pgmem.DatabaseError, match=r"does not own pgmem\.notes"):
+        asyncio.run(load(other_dsn, "evil", roles["writer"]))

@@ -6,6 +6,7 @@ legitimate author, the ``stranger`` is made a second writer of 'a' and plays the
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import psycopg
@@ -14,6 +15,7 @@ from helpers import as_role, make_spans, stats_are_consistent
 from psycopg import sql
 
 import pgmem
+import pgmem.aio
 from pgmem.embeddings import HashingEmbedder
 
 
@@ -174,3 +176,36 @@ def test_forget_keeps_family_statistics_exact(bound: psycopg.Connection[Any], ha
     recount = dict(bound.execute("SELECT family, count(*) FROM pgmem.notes WHERE namespace = 'a' GROUP BY 1"))
     stored = dict(bound.execute("SELECT family, note_count FROM pgmem.family_stats WHERE namespace = 'a'"))
     assert stored == recount
+
+
+def test_async_binding_is_the_sync_binding(
+    dsn: str, bound: psycopg.Connection[Any], roles: dict[str, str], attacker: str, hashing: HashingEmbedder
+) -> None:
+    """pgmem.aio.bind_family / unbind_family: the same statement, checks and refusals."""
+
+    async def connect(role: str | None = None) -> psycopg.AsyncConnection[Any]:
+        aconn = await pgmem.aio.connect(dsn, namespace="a")
+        if role is not None:
+            await aconn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+        return aconn
+
+    async def main() -> None:
+        async with await connect() as owner:
+            assert await pgmem.aio.bind_family(owner, namespace="a", family="closed", roles=[roles["writer"]]) == 0
+            with pytest.raises(pgmem.InputError, match="at least one role"):
+                await pgmem.aio.bind_family(owner, namespace="a", family="closed", roles=[])
+        async with await connect(attacker) as writer:
+            with pytest.raises(pgmem.DatabaseError, match="permission denied"):
+                await pgmem.aio.bind_family(writer, namespace="a", family="closed", roles=[attacker])
+            with pytest.raises(pgmem.DatabaseError, match="permission denied"):
+                await pgmem.aio.unbind_family(writer, namespace="a", family="closed")
+            with pytest.raises(pgmem.FamilyRightsError):
+                spans = make_spans(["x"], family="closed", document_id="dx")
+                await pgmem.aio.ingest(writer, spans, namespace="a", embedder=hashing)
+        async with await connect() as owner:
+            assert await pgmem.aio.unbind_family(owner, namespace="a", family="closed") == 1
+
+    asyncio.run(main())
+    rows = bound.execute("SELECT family, role_name FROM pgmem.family_writers_v1 WHERE namespace = 'a'").fetchall()
+    assert rows == [("fa", roles["writer"])]
+    assert _notes(bound, "closed") == 0

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg import sql
 
 from pgmem.db.queries import Statement, query, run, run_async
 
@@ -38,6 +39,14 @@ class Execute:
     """Run a statement that returns no rows."""
 
     statement: Statement
+
+
+@dataclass(frozen=True)
+class Script:
+    """Run SQL the operation composed with :mod:`psycopg.sql`, without parameters: DDL
+    over names the catalogue gave (an index to drop, its definition to build again)."""
+
+    sql: sql.SQL | sql.Composed
 
 
 @dataclass(frozen=True)
@@ -75,7 +84,7 @@ class Call:
     request: Any
 
 
-Step = Fetch | Execute | Copy | Begin | Commit | Compute | Call
+Step = Fetch | Execute | Script | Copy | Begin | Commit | Compute | Call
 Steps = Generator[Step, Any, T]
 
 
@@ -94,6 +103,9 @@ def _perform(
     if isinstance(step, Execute):
         # No parameters: the simple protocol, which allows several statements in one.
         conn.execute(query(step.statement.name), step.statement.params or None)
+        return None
+    if isinstance(step, Script):
+        conn.execute(step.sql)
         return None
     if isinstance(step, Copy):
         with conn.cursor().copy(query(step.name)) as copy:
@@ -153,6 +165,9 @@ async def _perform_async(
         return await cursor.fetchall()
     if isinstance(step, Execute):
         await conn.execute(query(step.statement.name), step.statement.params or None)
+        return None
+    if isinstance(step, Script):
+        await conn.execute(step.sql)
         return None
     if isinstance(step, Copy):
         async with conn.cursor().copy(query(step.name)) as copy:

@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
 
 from pgmem.db.errors import database_errors
-from pgmem.db.queries import query, run
+from pgmem.db.queries import Statement
+from pgmem.db.steps import Begin, Commit, Compute, Copy, Execute, Fetch, Script, Steps
 from pgmem.embeddings import Embedder
 from pgmem.errors import DatabaseError, InputError, SchemaError
 from pgmem.ingestion.enricher import Enricher, Enrichment, RuleEnricher
@@ -79,18 +79,20 @@ class BulkLoadResult:
     maintenance_work_mem: str = ""
 
 
-def _one(conn: psycopg.Connection[Any], name: str, params: dict[str, Any] | None = None) -> Any:
-    row = run(conn, name, params).fetchone()
-    if row is None:
+def _one(name: str, params: dict[str, Any] | None = None) -> Steps[Any]:
+    """The first value of the one row statement ``name`` returns."""
+    rows = yield Fetch(Statement(ACTION, name, params or {}))
+    if not rows:
         raise SchemaError(f"{ACTION}: statement {name} returned no row")
-    return next(iter(row.values()))
+    return next(iter(rows[0].values()))
 
 
-def _check_owner(conn: psycopg.Connection[Any]) -> None:
+def _check_owner() -> Steps[None]:
     """Refuse a caller who does not own pgmem.notes (the load drops and builds its indexes)."""
-    row = run(conn, "bulk_load_owner").fetchone()
-    if row is None:
+    rows = yield Fetch(Statement(ACTION, "bulk_load_owner", {}))
+    if not rows:
         raise SchemaError(f"{ACTION}: pgmem.notes does not exist; run pgmem.migrate(conn) first")
+    row = rows[0]
     if not row["is_owner"]:
         raise DatabaseError(
             f"{ACTION}: role {row['current_user']!r} does not own pgmem.notes (owner: {row['owner']!r}); a bulk"
@@ -99,10 +101,10 @@ def _check_owner(conn: psycopg.Connection[Any]) -> None:
         )
 
 
-def _lock(conn: psycopg.Connection[Any]) -> None:
+def _lock() -> Steps[None]:
     """Take pgmem.notes and its statistics tables exclusively, or refuse at once."""
     try:
-        conn.execute(query("bulk_load_lock"))
+        yield Execute(Statement(ACTION, "bulk_load_lock", {}))
     except pg_errors.LockNotAvailable as exc:
         raise DatabaseError(
             f"{ACTION}: other sessions are using pgmem.notes (an open transaction holds a lock on it); a bulk"
@@ -136,7 +138,6 @@ def _staged_keys(facets: Enrichment) -> list[str]:
 
 
 def bulk_load_steps(
-    conn: psycopg.Connection[Any],
     spans: Iterable[Span],
     *,
     namespace: str,
@@ -144,8 +145,8 @@ def bulk_load_steps(
     enricher: Enricher | None,
     progress: Callable[[int], None] | None,
     maintenance_work_mem: int | None,
-) -> BulkLoadResult:
-    """The body of :func:`pgmem.bulk_load` (documented there)."""
+) -> Steps[BulkLoadResult]:
+    """The body of :func:`pgmem.bulk_load` (documented there), as steps for either driver."""
     check_namespace(namespace)
     if maintenance_work_mem is not None:
         whole(f"{ACTION}: maintenance_work_mem", maintenance_work_mem, 1 << 20, 1 << 40)
@@ -159,26 +160,28 @@ def bulk_load_steps(
         seconds[phase] = round(now - tick, 3)
         tick = now
 
-    with database_errors(ACTION), conn.transaction():
-        _check_owner(conn)
-        _lock(conn)
+    with database_errors(ACTION):
+        yield Begin()
+        yield from _check_owner()
+        yield from _lock()
         model_id = int(
-            _one(
-                conn,
-                "register_namespace",
-                {"namespace": namespace, "model": embedder.name, "dimension": embedder.dimension},
+            (
+                yield from _one(
+                    "register_namespace",
+                    {"namespace": namespace, "model": embedder.name, "dimension": embedder.dimension},
+                )
             )
         )
-        if _one(conn, "bulk_load_namespace_used", {"namespace": namespace}):
+        if (yield from _one("bulk_load_namespace_used", {"namespace": namespace})):
             raise InputError(
                 f"{ACTION}: namespace {namespace!r} already holds notes; a bulk load writes a new namespace"
                 " only (add to it with pgmem.ingest)"
             )
-        dropped = run(conn, "bulk_load_deferred_indexes", {"model_id": model_id}).fetchall()
+        dropped = yield Fetch(Statement(ACTION, "bulk_load_deferred_indexes", {"model_id": model_id}))
         for index in dropped:
-            conn.execute(sql.SQL("DROP INDEX pgmem.{}").format(sql.Identifier(index["name"])))
-        conn.execute(query("create_staging"))
-        conn.execute(query("bulk_load_staging_keys"))
+            yield Script(sql.SQL("DROP INDEX pgmem.{}").format(sql.Identifier(index["name"])))
+        yield Execute(Statement(ACTION, "create_staging", {}))
+        yield Execute(Statement(ACTION, "bulk_load_staging_keys", {}))
         lap("prepare")
 
         seen: dict[SpanKey, ValidSpan] = {}
@@ -187,31 +190,37 @@ def bulk_load_steps(
             order.extend(item.note_id for item in checked)
             for start in range(0, len(fresh), CHUNK * 8):
                 part = fresh[start : start + CHUNK * 8]
-                facets, vectors = enrich_and_embed(part, enricher, embedder, progress)
-                with conn.cursor().copy(query("bulk_load_copy")) as copy:
-                    for item, facet, vector in zip(part, facets, vectors, strict=True):
-                        copy.write_row((*note_row(namespace, model_id, item, facet, vector, []), _staged_keys(facet)))
+                facets, vectors = yield Compute(enrich_and_embed, (part, enricher, embedder, progress))
+                yield Copy(
+                    "bulk_load_copy",
+                    (
+                        (*note_row(namespace, model_id, item, facet, vector, []), _staged_keys(facet))
+                        for item, facet, vector in zip(part, facets, vectors, strict=True)
+                    ),
+                )
         lap("write")
 
-        inserted = int(_one(conn, "bulk_load_insert", {"rare": RARE_KEY_NOTES, "max_links": MAX_KEY_LINKS}))
-        conn.execute(query("drop_staging"))
+        inserted = int((yield from _one("bulk_load_insert", {"rare": RARE_KEY_NOTES, "max_links": MAX_KEY_LINKS})))
+        yield Execute(Statement(ACTION, "drop_staging", {}))
         lap("insert")
 
         # The caller's value as given; else the estimate, when it exceeds the server's.
         memory = maintenance_work_mem or _estimate_memory(inserted, embedder.dimension)
-        if maintenance_work_mem is not None or memory > int(_one(conn, "bulk_load_memory")):
-            conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (f"{memory // 1024}kB",))
-        setting = str(_one(conn, "bulk_load_memory_setting"))
+        if maintenance_work_mem is not None or memory > int((yield from _one("bulk_load_memory"))):
+            yield Fetch(Statement(ACTION, "bulk_load_set_memory", {"setting": f"{memory // 1024}kB"}))
+        setting = str((yield from _one("bulk_load_memory_setting")))
         built: dict[str, float] = {}
         for index in dropped:
             began = time.perf_counter()
-            conn.execute(index["definition"])
+            # The server's own pg_get_indexdef text, as it was before the load.
+            yield Script(sql.SQL(index["definition"]))
             built[index["name"]] = round(time.perf_counter() - began, 3)
         lap("indexes")
         # The first-load ANALYZE of the insert trigger ran before the indexes existed;
         # the planner now needs the new row counts and the HNSW expression's statistics.
-        conn.execute(query("bulk_load_analyze"))
+        yield Execute(Statement(ACTION, "bulk_load_analyze", {}))
         lap("analyze")
+        yield Commit()
     seconds["total"] = round(time.perf_counter() - started, 3)
     return BulkLoadResult(
         note_ids=tuple(order), inserted=inserted, seconds=seconds, indexes=built, maintenance_work_mem=setting
