@@ -32,9 +32,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--dsn")
     parser.add_argument("--embedder", default="minilm")
-    parser.add_argument(
-        "--fresh-statistics", action="store_true", help="pack right after the load, before any ANALYZE"
-    )
+    parser.add_argument("--fresh-statistics", action="store_true", help="pack right after the load, before any ANALYZE")
     args = parser.parse_args()
     if args.dsn is None and "PGMEM_HOME" not in os.environ:
         os.environ["PGMEM_HOME"] = tempfile.mkdtemp(prefix="pgmem-bench-")

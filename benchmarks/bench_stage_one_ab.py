@@ -58,11 +58,16 @@ def before_function(migration: str = "0001") -> str:
     return f"CREATE FUNCTION {SCHEMA}.stage_one_v1(" + text[found.end() : end]
 
 
-def call(schema: str) -> str:
+def call(schema: str, family_cap: bool = True) -> str:
+    """The stage_one statement of queries.sql on ``schema``'s function (without the family
+    cap's argument for a function older than migration 0016)."""
     queries = (ROOT / "sql" / "queries.sql").read_text(encoding="utf-8")
     start = queries.index("FROM pgmem.stage_one_v1(") + len("FROM pgmem.stage_one_v1(")
     end = queries.index(") AS s\n", start)
-    return f"SELECT * FROM {schema}.stage_one_v1({queries[start:end]})"
+    arguments = queries[start:end]
+    if not family_cap:
+        arguments = arguments.replace(", family_candidates => %(family_candidates)s", "")
+    return f"SELECT * FROM {schema}.stage_one_v1({arguments})"
 
 
 def backend_cpu_ms(pid: int) -> float | None:
@@ -92,6 +97,12 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=200)
     parser.add_argument("--before", default="0001", help="the migration whose stage_one_v1 runs as 'before'")
     parser.add_argument("--embedder", default="hashing:384")
+    parser.add_argument(
+        "--family-candidates",
+        default="default",
+        help="the family cap both run with: a number, 'none', or 'default' (StageOneParams'); ignored by a"
+        " function older than 0016",
+    )
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--dsn")
     parser.add_argument("--home")
@@ -99,13 +110,18 @@ def main() -> None:
     args = parser.parse_args()
     embedder = get_embedder(args.embedder)
     questions = real_sentences(args.data)[1][: args.questions]
+    params = pgmem.StageOneParams()
+    if args.family_candidates != "default":
+        cap = None if args.family_candidates == "none" else int(args.family_candidates)
+        params = pgmem.StageOneParams(family_candidates=cap)
     with pgmem.connect(args.dsn, home=args.home, migrate=False) as conn:
         conn.row_factory = dict_row  # type: ignore[assignment]
         conn.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
         conn.execute(f"CREATE SCHEMA {SCHEMA}")
-        conn.execute(before_function(args.before))
+        definition = before_function(args.before)
+        conn.execute(definition)
         try:
-            statements = {"before": call(SCHEMA), "after": call("pgmem")}
+            statements = {"before": call(SCHEMA, "family_candidates" in definition), "after": call("pgmem")}
             times: dict[str, list[float]] = {"before": [], "after": []}
             cpu: dict[str, list[float]] = {"before": [], "after": []}
             pid = conn.info.backend_pid
@@ -116,7 +132,7 @@ def main() -> None:
             for number, question in enumerate(questions):
                 vector = embedder.embed([question])[0]
                 arguments = stage_one_arguments(
-                    args.namespace, embedder.name, vector, question, build_hints(question), pgmem.StageOneParams()
+                    args.namespace, embedder.name, vector, question, build_hints(question), params
                 )
                 rows = {}
                 # Alternate which one runs first, so neither always finds the other's pages warm.

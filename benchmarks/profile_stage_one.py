@@ -146,6 +146,8 @@ def main() -> None:
     queries = (ROOT / "sql" / "queries.sql").read_text(encoding="utf-8")
     start = queries.index("FROM pgmem.stage_one_v1(") + len("FROM pgmem.stage_one_v1(")
     call_arguments = queries[start : queries.index(") AS s", start)]
+    if "family_candidates" not in _definition(args.migration):  # older than 0016: no family cap
+        call_arguments = call_arguments.replace(", family_candidates => %(family_candidates)s", "")
     call = f"SELECT * FROM pg_temp.profiled({call_arguments})"
     embedder = get_embedder(args.embedder)
     notices: list[str] = []

@@ -105,6 +105,16 @@ class StageOneParams(_Params):
         The best this-many dense and lexical candidates pull their neighbours into the
         pool: the previous and next span of their document and the notes they link to
         (default 10; 0 turns it off; 0..100).
+    family_candidates : int or None
+        At most this many notes of one provenance family among the dense top ``k_dense``
+        and, separately, among the lexical top ``k_lex`` (default 12, 1..1000; None: no
+        cap). Each search then goes twice as deep (the default HNSW breadth, 100, already
+        does for ``k_dense`` 50) and keeps its first k notes under the cap, so a family
+        that writes many notes near every question cannot fill every pool (issue 13:
+        with the family quarantined, nothing else would be left to pack). Chosen on
+        MultiHop-RAG's poisoned namespaces (any cap from 8 to 20 undid the crowding
+        there, and cost its clean questions nothing), LoCoMo as transfer: see
+        docs/security.md ("Pool crowding").
     """
 
     k_dense: int = 50
@@ -122,6 +132,7 @@ class StageOneParams(_Params):
     handle_boost: float = 0.05
     link_weight: float = 0.3
     neighbour_seeds: int = 10
+    family_candidates: int | None = 12
 
     def __post_init__(self) -> None:
         whole("k_dense", self.k_dense, 1, 1000)
@@ -130,6 +141,8 @@ class StageOneParams(_Params):
         whole("lex_max_terms", self.lex_max_terms, 1, 64)
         whole("lex_max_postings", self.lex_max_postings, 1)
         whole("neighbour_seeds", self.neighbour_seeds, 0, 100)
+        if self.family_candidates is not None:
+            whole("family_candidates", self.family_candidates, 1, 1000)
         between("bm25_k1", self.bm25_k1, 0.0, 100.0)
         between("bm25_b", self.bm25_b, 0.0, 1.0)
         between("dense_weight", self.dense_weight, 0.0, 1000.0)

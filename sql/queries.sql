@@ -208,7 +208,7 @@ FROM pgmem.stage_one_v1(
     keyword_hints => %(keyword_hints)s::text[], keyword_boost => %(keyword_boost)s,
     handle_hints => %(handle_hints)s::text[], handle_boost => %(handle_boost)s,
     link_weight => %(link_weight)s, roles => %(roles)s::text[], filter => %(filter)s::jsonb,
-    neighbour_seeds => %(neighbour_seeds)s) AS s
+    neighbour_seeds => %(neighbour_seeds)s, family_candidates => %(family_candidates)s) AS s
 LEFT JOIN pgmem.family_reliability AS r ON r.namespace = %(namespace)s AND r.family = s.family
 LEFT JOIN pgmem.namespaces AS t ON t.namespace = %(namespace)s
 LEFT JOIN pgmem.family_stats AS fs ON fs.namespace = %(namespace)s AND fs.family = s.family;

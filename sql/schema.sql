@@ -778,6 +778,21 @@ BEGIN
 END;
 $function$;
 
+-- The first keep of the ids, in order, with at most cap of any one family (stage one's thinning).
+CREATE FUNCTION pgmem.family_capped_v1(p_namespace text, p_notes uuid[], p_cap integer, p_keep integer)
+    RETURNS uuid[]
+    LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN p_cap IS NULL THEN p_notes[1:p_keep] ELSE ARRAY(
+        SELECT c.note_id
+        FROM (SELECT d.note_id, d.position,
+                     row_number() OVER (PARTITION BY n.family ORDER BY d.position) AS taken
+              FROM unnest(p_notes) WITH ORDINALITY AS d (note_id, position)
+              JOIN pgmem.notes AS n ON n.namespace = p_namespace AND n.note_id = d.note_id) AS c
+        WHERE c.taken <= p_cap
+        ORDER BY c.position
+        LIMIT p_keep) END
+$$;
+
 -- Stage one of the read path (DESIGN §3.1): the scored candidate pool of one query.
 CREATE FUNCTION pgmem.stage_one_v1(
     p_namespace text,
@@ -805,7 +820,8 @@ CREATE FUNCTION pgmem.stage_one_v1(
     link_weight double precision DEFAULT 0.3,
     roles text[] DEFAULT NULL,
     filter jsonb DEFAULT NULL,
-    neighbour_seeds integer DEFAULT 10
+    neighbour_seeds integer DEFAULT 10,
+    family_candidates integer DEFAULT NULL
 )
     RETURNS TABLE (
         note_id uuid,
@@ -840,7 +856,9 @@ CREATE FUNCTION pgmem.stage_one_v1(
     -- lexical top-k by BM25 over the notes holding the rarest query terms (ranked from the
     -- postings, or bounded by them), the neighbours of the best of them, their union scored
     -- (weighted cosine + weighted normalised BM25 + bounded facet and link boosts), and the
-    -- pool aggregates by window functions. Rows come best base score first.
+    -- pool aggregates by window functions. Rows come best base score first. With
+    -- family_candidates, no provenance family holds more than that many of the dense top
+    -- k, nor of the lexical top k (each searched 2k deep, up to 8k while short, then capped).
     --
     --   SELECT * FROM pgmem.stage_one_v1('default', 'all-MiniLM-L6-v2-onnx-int8',
     --                                    '[0.01, ...]', 'Who founded the company?', k_dense => 30);
@@ -898,9 +916,18 @@ DECLARE
     -- through the HNSW index: decided from the namespace's size (step 3).
     v_exact_dense boolean;
     v_exact_setting text;
+    -- How deep the dense and lexical searches go: k; with a family cap, 2k first, then
+    -- 4k and 8k while the cap leaves fewer than k (the lexical bound's search: 4k).
+    v_fetch_dense integer := CASE WHEN family_candidates IS NULL THEN k_dense ELSE 2 * k_dense END;
+    v_fetch_lex integer := CASE WHEN family_candidates IS NULL THEN k_lex ELSE 2 * k_lex END;
+    v_found integer;
 BEGIN
     IF k_dense < 1 OR k_lex < 0 THEN
         RAISE EXCEPTION 'stage_one_v1: k_dense must be >= 1 and k_lex >= 0, got % and %', k_dense, k_lex
+            USING ERRCODE = '22023';
+    END IF;
+    IF family_candidates < 1 THEN
+        RAISE EXCEPTION 'stage_one_v1: family_candidates must be >= 1 (or NULL: no cap), got %', family_candidates
             USING ERRCODE = '22023';
     END IF;
 
@@ -917,8 +944,6 @@ BEGIN
             USING ERRCODE = 'PM002';
     END IF;
 
-    -- ef_search must be at least k for HNSW to return k rows; local to this call.
-    PERFORM set_config('hnsw.ef_search', greatest(ef_search, k_dense)::text, true);
     -- Filtering by namespace (and role) needs the iterative scan to fill k; set for this
     -- statement and put back below (a function SET clause would fail on pgvector < 0.8).
     IF v_iterative THEN
@@ -974,22 +999,30 @@ BEGIN
     -- candidate search checks.
     IF k_lex > 0 AND v_screen IS NOT NULL THEN
         IF roles IS NULL AND filter IS NULL AND v_other_postings <= 4 * v_screen_postings THEN
-            SELECT coalesce(array_agg(s.note_id ORDER BY s.score DESC, s.note_id), '{}')
-            INTO v_lexical_top
-            FROM (SELECT p.note_id,
-                         sum(pgmem.bm25_term_v1(q.idf, p.term_frequency, bm25_k1, bm25_b, p.lexeme_count,
-                                                v_average_length) ORDER BY p.lexeme COLLATE "C") AS score
-                  FROM unnest(v_terms, v_idf) AS q (lexeme, idf)
-                  JOIN pgmem.lexeme_postings AS p ON p.namespace = p_namespace AND p.lexeme = q.lexeme
-                  GROUP BY p.note_id
-                  HAVING bool_or(p.lexeme = ANY (v_screen_terms))
-                  ORDER BY score DESC, p.note_id
-                  LIMIT k_lex) AS s;
+            LOOP
+                SELECT coalesce(array_agg(s.note_id ORDER BY s.score DESC, s.note_id), '{}')
+                INTO v_lexical_top
+                FROM (SELECT p.note_id,
+                             sum(pgmem.bm25_term_v1(q.idf, p.term_frequency, bm25_k1, bm25_b, p.lexeme_count,
+                                                    v_average_length) ORDER BY p.lexeme COLLATE "C") AS score
+                      FROM unnest(v_terms, v_idf) AS q (lexeme, idf)
+                      JOIN pgmem.lexeme_postings AS p ON p.namespace = p_namespace AND p.lexeme = q.lexeme
+                      GROUP BY p.note_id
+                      HAVING bool_or(p.lexeme = ANY (v_screen_terms))
+                      ORDER BY score DESC, p.note_id
+                      LIMIT v_fetch_lex) AS s;
+                EXIT WHEN family_candidates IS NULL;
+                v_found := cardinality(v_lexical_top);
+                v_lexical_top := pgmem.family_capped_v1(p_namespace, v_lexical_top, family_candidates, k_lex);
+                EXIT WHEN cardinality(v_lexical_top) >= k_lex OR v_found < v_fetch_lex OR v_fetch_lex >= 8 * k_lex;
+                v_fetch_lex := 2 * v_fetch_lex;
+            END LOOP;
         ELSE
+            v_fetch_lex := CASE WHEN family_candidates IS NULL THEN k_lex ELSE 4 * k_lex END;
             SELECT l.kept_notes, l.score_floor, l.screened_notes
             INTO v_lexical_kept, v_lexical_floor, v_lexical_screened
             FROM pgmem.lexical_bound_v1(p_namespace, v_screen_terms, v_screen_idf, coalesce(v_other_terms, '{}'),
-                                        coalesce(v_other_idf, '{}'), k_lex, bm25_k1, bm25_b, v_average_length) AS l;
+                                        coalesce(v_other_idf, '{}'), v_fetch_lex, bm25_k1, bm25_b, v_average_length) AS l;
             -- Notes fetched by key cost more each than a bitmap scan of the screened ones:
             -- when the bound leaves out less than half, the search of every screened
             -- note (the same rows) is the cheaper one.
@@ -1014,7 +1047,8 @@ BEGIN
         CASE WHEN filter IS NULL THEN 'true' ELSE pgmem.compile_filter_v1(filter, '$2', ARRAY['filter']) END);
     v_arguments := jsonb_build_object(
         'query_embedding', p_query_embedding::text,
-        'k_dense', k_dense, 'k_lex', k_lex, 'neighbour_seeds', neighbour_seeds,
+        'k_lex', v_fetch_lex, 'k_lex_kept', k_lex,
+        'family_candidates', family_candidates, 'neighbour_seeds', neighbour_seeds,
         'roles', roles::text, 'filter', filter, 'screen', v_screen::text,
         'terms', v_terms::text, 'idf', v_idf::text, 'bm25_k1', bm25_k1::text, 'bm25_b', bm25_b::text,
         'average_length', v_average_length::text,
@@ -1022,26 +1056,35 @@ BEGIN
         'lexical_top', v_lexical_top::text);
     -- Exact and unfiltered on a vector index, it is static SQL (planned once per session):
     -- the plain column orders like its dimension-typed cast.
-    IF v_exact_dense AND filter IS NULL AND v_model.index_type = 'vector' THEN
-        v_dense := ARRAY(
-            SELECT n.note_id
-            FROM pgmem.notes AS n
-            WHERE n.namespace = p_namespace AND n.model_id = v_model.model_id
-              AND (roles IS NULL OR n.role = ANY (roles))
-            ORDER BY (n.embedding <=> p_query_embedding) + 0
-            LIMIT k_dense);
-    ELSE
-        EXECUTE format($dense$
-        SELECT ARRAY(
-            SELECT n.note_id
-            FROM pgmem.notes AS n
-            WHERE n.namespace = $1 AND %1$s
-            ORDER BY (n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s)%3$s
-            LIMIT ($2 ->> 'k_dense')::integer)
-        $dense$, v_row_filter, v_vector_type, CASE WHEN v_exact_dense THEN ' + 0' ELSE '' END)
-        INTO v_dense
-        USING p_namespace, v_arguments;
-    END IF;
+    LOOP
+        -- ef_search must be at least k for HNSW to return k rows; local to this call.
+        PERFORM set_config('hnsw.ef_search', greatest(ef_search, v_fetch_dense)::text, true);
+        IF v_exact_dense AND filter IS NULL AND v_model.index_type = 'vector' THEN
+            v_dense := ARRAY(
+                SELECT n.note_id
+                FROM pgmem.notes AS n
+                WHERE n.namespace = p_namespace AND n.model_id = v_model.model_id
+                  AND (roles IS NULL OR n.role = ANY (roles))
+                ORDER BY (n.embedding <=> p_query_embedding) + 0
+                LIMIT v_fetch_dense);
+        ELSE
+            EXECUTE format($dense$
+            SELECT ARRAY(
+                SELECT n.note_id
+                FROM pgmem.notes AS n
+                WHERE n.namespace = $1 AND %1$s
+                ORDER BY (n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s)%3$s
+                LIMIT ($2 ->> 'k_dense')::integer)
+            $dense$, v_row_filter, v_vector_type, CASE WHEN v_exact_dense THEN ' + 0' ELSE '' END)
+            INTO v_dense
+            USING p_namespace, v_arguments || jsonb_build_object('k_dense', v_fetch_dense);
+        END IF;
+        EXIT WHEN family_candidates IS NULL;
+        v_found := cardinality(v_dense);
+        v_dense := pgmem.family_capped_v1(p_namespace, v_dense, family_candidates, k_dense);
+        EXIT WHEN cardinality(v_dense) >= k_dense OR v_found < v_fetch_dense OR v_fetch_dense >= 8 * k_dense;
+        v_fetch_dense := 2 * v_fetch_dense;
+    END LOOP;
 
     IF v_iterative THEN
         PERFORM set_config('hnsw.iterative_scan', coalesce(v_previous_scan, 'off'), true);
@@ -1109,12 +1152,12 @@ BEGIN
         v_lexical := format(
             CASE
                 WHEN v_lexical_top IS NOT NULL THEN $lexical$
-        lexical AS (SELECT t.note_id FROM unnest(($2 ->> 'lexical_top')::uuid[]) WITH ORDINALITY AS t (note_id, rank)
-                    ORDER BY t.rank),$lexical$
+        lexical_found AS (SELECT t.note_id FROM unnest(($2 ->> 'lexical_top')::uuid[]) WITH ORDINALITY AS t (note_id, rank)
+                          ORDER BY t.rank),$lexical$
                 WHEN v_lexical_kept IS NULL THEN $lexical$
-        lexical AS (%2$s),$lexical$
+        lexical_found AS (%2$s),$lexical$
                 WHEN roles IS NULL AND filter IS NULL THEN $lexical$
-        lexical AS (%1$s),$lexical$
+        lexical_found AS (%1$s),$lexical$
                 ELSE $lexical$
         lexical_kept AS MATERIALIZED (%1$s),
         lexical_bound AS (
@@ -1122,7 +1165,7 @@ BEGIN
             FROM lexical_kept AS k
             WHERE k.bm25 >= ($2 ->> 'lexical_floor')::float8 OR ($2 ->> 'lexical_floor') IS NULL
         ),
-        lexical AS (
+        lexical_found AS (
             (SELECT k.note_id FROM lexical_kept AS k WHERE (SELECT b.held FROM lexical_bound AS b))
             UNION ALL
             (SELECT s.note_id FROM (%2$s) AS s WHERE NOT (SELECT b.held FROM lexical_bound AS b))
@@ -1133,6 +1176,14 @@ BEGIN
                    $$($2 ->> 'k_lex')::integer > 0 AND n.lexemes @@ ($2 ->> 'screen')::tsquery$$));
         EXECUTE format($candidates$
         WITH %3$s
+        -- The lexical top k, best first (thinned to family_candidates per family when set).
+        lexical AS (
+            SELECT c.note_id
+            FROM unnest(pgmem.family_capped_v1($1, ARRAY(SELECT f.note_id FROM lexical_found AS f),
+                                               ($2 ->> 'family_candidates')::integer,
+                                               ($2 ->> 'k_lex_kept')::integer)) WITH ORDINALITY AS c (note_id, position)
+            ORDER BY c.position
+        ),
         dense AS (SELECT d.note_id FROM unnest(($2 ->> 'dense')::uuid[]) AS d (note_id)),
         -- The best few dense and lexical candidates bring their neighbours along: the
         -- previous and next span of their document, and the notes they link to.
@@ -2372,7 +2423,8 @@ GRANT INSERT ON pgmem.pack_log, pgmem.pack_log_families, pgmem.pack_log_items, p
     TO pgmem_reader;
 GRANT EXECUTE ON FUNCTION pgmem.tsvector_token_count, pgmem.note_lexemes, pgmem.bm25_term_v1, pgmem.bm25_v1,
     pgmem.filter_value_v1, pgmem.compile_filter_v1, pgmem.group_role_v1, pgmem.may_use_namespace_v1,
-    pgmem.session_namespace_v1, pgmem.may_write_family_v1, pgmem.lexical_bound_v1, pgmem.stage_one_v1, pgmem.log_pack_v1,
+    pgmem.session_namespace_v1, pgmem.may_write_family_v1, pgmem.lexical_bound_v1, pgmem.family_capped_v1,
+    pgmem.stage_one_v1, pgmem.log_pack_v1,
     pgmem.log_pack_v2, pgmem.check_family_writers_v1
     TO pgmem_reader;
 

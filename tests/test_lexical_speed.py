@@ -10,6 +10,7 @@ is a small part of the screened notes (so the bound leaves notes out).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import re
@@ -78,7 +79,10 @@ def _call(schema: str) -> str:
     queries = (ROOT / "sql" / "queries.sql").read_text(encoding="utf-8")
     start = queries.index("FROM pgmem.stage_one_v1(") + len("FROM pgmem.stage_one_v1(")
     end = queries.index(") AS s\n", start)
-    return f"SELECT * FROM {schema}.stage_one_v1({queries[start:end]})"
+    arguments = queries[start:end]
+    if schema == BEFORE:  # 0008's function has no family cap (0016): compared with it off
+        arguments = arguments.replace(", family_candidates => %(family_candidates)s", "")
+    return f"SELECT * FROM {schema}.stage_one_v1({arguments})"
 
 
 @pytest.fixture
@@ -122,7 +126,7 @@ def test_the_rows_are_those_of_0008(
             hashing.embed([question])[0],
             question,
             build_hints(question, where=where, roles=roles),
-            params,
+            dataclasses.replace(params, family_candidates=None),
         )
         old = journal.execute(_call(BEFORE), arguments).fetchall()
         new = journal.execute(_call("pgmem"), arguments).fetchall()
