@@ -821,7 +821,7 @@ CREATE FUNCTION pgmem.stage_one_v1(
     roles text[] DEFAULT NULL,
     filter jsonb DEFAULT NULL,
     neighbour_seeds integer DEFAULT 10,
-    family_candidates integer DEFAULT NULL
+    family_candidates integer DEFAULT 12
 )
     RETURNS TABLE (
         note_id uuid,

@@ -4,16 +4,16 @@
 -- * pgmem.family_capped_v1(namespace, note ids, cap, keep): the first ``keep`` of the
 --   ids, in order, skipping a note once ``cap`` notes of its family were taken (NULL
 --   cap: the first ``keep``, no note read).
--- * pgmem.stage_one_v1 gains a last parameter, family_candidates (default NULL: the
---   rows of 0014, unchanged). With it, the dense and the lexical searches each go twice
---   as deep (2 k; the default HNSW breadth, ef_search 100, already covers 2 x 50) and
---   keep their first k notes with at most family_candidates of any one family; while
---   that leaves fewer than k, they search again 4 k and 8 k deep (the lexical search
---   under a bound or a filter: 4 k at once). A family
---   that writes thousands of notes near every question could otherwise fill every
---   question's pool, so that the quarantine of the family left nothing else to pack.
---   pgmem passes StageOneParams.family_candidates (default 12). A new parameter is a
---   new signature: the function is dropped and created again, with its grant.
+-- * pgmem.stage_one_v1 gains a last parameter, family_candidates (default 12, as
+--   StageOneParams; NULL: the rows of 0014, unchanged). With it, the dense and the
+--   lexical searches each go twice as deep (2 k; the default HNSW breadth, ef_search
+--   100, already covers 2 x 50) and keep their first k notes with at most
+--   family_candidates of any one family; while that leaves fewer than k, they search
+--   again 4 k and 8 k deep (the lexical search under a bound or a filter: 4 k at once).
+--   A family that writes thousands of notes near every question could otherwise fill
+--   every question's pool, so that quarantining the family left nothing else to pack.
+--   A new parameter is a new signature: the function is dropped and created again,
+--   with its grant.
 
 DROP FUNCTION pgmem.stage_one_v1(text, text, vector, text, integer, integer, integer, integer, bigint,
     double precision, double precision, double precision, double precision, text[], double precision,
@@ -63,7 +63,7 @@ CREATE FUNCTION pgmem.stage_one_v1(
     roles text[] DEFAULT NULL,
     filter jsonb DEFAULT NULL,
     neighbour_seeds integer DEFAULT 10,
-    family_candidates integer DEFAULT NULL
+    family_candidates integer DEFAULT 12
 )
     RETURNS TABLE (
         note_id uuid,
