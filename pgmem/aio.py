@@ -51,6 +51,7 @@ from pgmem.operations import (
 from pgmem.params import CalibrationParams, Mode, PackParams, StageOneParams
 from pgmem.retrieval.pipeline import PackRequest, Stopwatch, embed_question, finish_pack, log_document, prepare_pack
 from pgmem.retrieval.pool import Pool
+from pgmem.retrieval.rerank import Reranker
 from pgmem.retrieval.stage_one import pool_from_rows
 from pgmem.types import Pack, Span
 
@@ -135,12 +136,14 @@ async def pack(
     embedder: Embedder | str | None = None,
     log: bool = False,
     timeout: float | None = None,
+    reranker: Reranker | None = None,
 ) -> Pack:
     """Select a fixed-budget evidence pack for ``question``: :func:`pgmem.pack` on an async connection.
 
     Same arguments, same result, same errors, same single stage-one statement. The
     question is embedded in a worker thread; ``timeout`` cancels the statement through
-    the event loop.
+    the event loop. A ``reranker`` is called in a worker thread too (the finish runs
+    there when one is given).
     """
     # Resolving a named embedder may load its model from disk: not on the event loop.
     model = await asyncio.to_thread(resolve_embedder, embedder)
@@ -165,13 +168,18 @@ async def pack(
         embedder=model,
         log=log,
         timeout=timeout,
+        reranker=reranker,
     )
     clock = Stopwatch(request.started)
     request = await asyncio.to_thread(embed_question, request)
     clock.lap("embed")
     pool = await fetch_pool(conn, request)
     clock.lap("stage_one")
-    evidence = finish_pack(request, pool, clock.laps)
+    if request.reranker is None:
+        evidence = finish_pack(request, pool, clock.laps)
+    else:
+        # The caller's model is CPU- or I/O-bound: not on the event loop.
+        evidence = await asyncio.to_thread(finish_pack, request, pool, clock.laps)
     return await log_pack(conn, evidence) if request.log else evidence
 
 

@@ -271,6 +271,17 @@ class PackParams(_Params):
         question's content words it holds that no packed note holds yet, so a pack
         covers a question's several entities and aspects (default 0: off, the pick is
         by ``order`` alone; 0..10).
+    rerank_top : int
+        How many of pgmem's best candidates (by final score) a caller-supplied re-ranker
+        (``pgmem.pack(..., reranker=...)``) scores and re-orders (default 16, 1..1000;
+        read only when a re-ranker is given). 16 pairs keep a small cross-encoder's cost
+        bounded and hold most of what a perfect re-ranker could gain (docs/results.md).
+    rerank_weight : float
+        The re-ranker's share of the order of those candidates: they are sorted by
+        ``(1 - w) * z(final) + w * z(rerank)``, both standardised over the re-ranked
+        candidates, and take the top ``rerank_top`` final scores in that order (default
+        0.5, 0..1; 0 keeps pgmem's order, 1 is the re-ranker's alone). Only the order
+        changes: quotas, caps, the quarantine and the overlap rules still apply.
     """
 
     budget: int = 8
@@ -282,10 +293,14 @@ class PackParams(_Params):
     minimum_effective_score: float | None = None
     order: PackOrder = "final"
     coverage: float = 0.0
+    rerank_top: int = 16
+    rerank_weight: float = 0.5
 
     def __post_init__(self) -> None:
         whole("budget", self.budget, 1, 1000)
         between("coverage", self.coverage, 0.0, 10.0)
+        whole("rerank_top", self.rerank_top, 1, 1000)
+        between("rerank_weight", self.rerank_weight, 0.0, 1.0)
         if self.order not in PACK_ORDERS:
             raise ConfigurationError(f"order must be one of {', '.join(PACK_ORDERS)}, got {describe_value(self.order)}")
         if self.token_budget is not None:
