@@ -351,7 +351,7 @@ def pack(
         one float per text, :class:`pgmem.Reranker`; a cross-encoder, for instance). It
         scores pgmem's best ``PackParams.rerank_top`` candidates (default 16) and their
         pick order becomes a mix of pgmem's and its own (``PackParams.rerank_weight``,
-        default 0.5); quotas, caps, the quarantine and the overlap rules still apply,
+        default 0.25); quotas, caps, the quarantine and the overlap rules still apply,
         and ``diagnostics.rerank`` lists its scores and which notes it moved. Off by
         default. A re-ranker that raises or returns unusable scores raises
         :class:`pgmem.RerankError` (nothing is packed or logged).

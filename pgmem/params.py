@@ -274,14 +274,17 @@ class PackParams(_Params):
     rerank_top : int
         How many of pgmem's best candidates (by final score) a caller-supplied re-ranker
         (``pgmem.pack(..., reranker=...)``) scores and re-orders (default 16, 1..1000;
-        read only when a re-ranker is given). 16 pairs keep a small cross-encoder's cost
-        bounded and hold most of what a perfect re-ranker could gain (docs/results.md).
+        read only when a re-ranker is given): a cross-encoder's cost grows with it, and
+        a perfect re-ranker of the top 8 gains almost nothing while one of the top 16
+        gains 7–11 points of recall at budget 8 (32: 13–20; docs/results.md).
     rerank_weight : float
         The re-ranker's share of the order of those candidates: they are sorted by
         ``(1 - w) * z(final) + w * z(rerank)``, both standardised over the re-ranked
         candidates, and take the top ``rerank_top`` final scores in that order (default
-        0.5, 0..1; 0 keeps pgmem's order, 1 is the re-ranker's alone). Only the order
-        changes: quotas, caps, the quarantine and the overlap rules still apply.
+        0.25, 0..1; 0 keeps pgmem's order, 1 is the re-ranker's alone): a perfect
+        re-ranker keeps 75–93 % of its gain at 0.25, a weak one (nanoranker) costs
+        nothing measurable there and up to 5 points at 0.5 (docs/results.md). Only the
+        order changes: quotas, caps, the quarantine and the overlap rules still apply.
     """
 
     budget: int = 8
@@ -294,7 +297,7 @@ class PackParams(_Params):
     order: PackOrder = "final"
     coverage: float = 0.0
     rerank_top: int = 16
-    rerank_weight: float = 0.5
+    rerank_weight: float = 0.25
 
     def __post_init__(self) -> None:
         whole("budget", self.budget, 1, 1000)

@@ -272,8 +272,8 @@ class Diagnostics:
     timings_ms: Mapping[str, float] = field(default_factory=dict)
     namespace: str = ""
     embedding_model: str = ""
-    #: What a caller-supplied re-ranker did; None when the pack had none (and then
-    #: :meth:`Pack.to_dict` leaves the key out, so packs without one read as before).
+    #: What a caller-supplied re-ranker did; None when none ran (none given, or an empty
+    #: pool), and then :meth:`Pack.to_dict` leaves the key out, so such packs read as before.
     rerank: Reranking | None = None
 
     def family(self, name: str) -> FamilyCalibration:
