@@ -107,6 +107,17 @@ def test_a_reversing_reranker_of_the_whole_pool_reverses_the_pack_and_keeps_pgme
     assert reranked.to_dict()["diagnostics"]["rerank"]["notes"][0]["rank"] == 12
 
 
+def test_in_the_decayed_order_the_picks_follow_the_rerankers_scores_too() -> None:
+    """order="decayed" picks by the re-ranked scores less the decay (none here: decay 0)."""
+    pool = _pool(12)
+    settings = {"budget": 12, "order": "decayed", "overlap_decay": 0.0}
+    default = [item.note_id for item in _finish(pool, **settings).items]
+    reranked = _finish(pool, Reverse(), rerank_top=12, rerank_weight=1.0, **settings)
+    assert [item.note_id for item in reranked.items] == default[::-1]
+    # the decayed scores reported are pgmem's own (final less the decay, here 0)
+    assert all(item.decayed_score == item.final_score for item in reranked.items)
+
+
 def test_only_the_top_n_are_scored_and_reordered() -> None:
     pool = _pool(12)
     default = [item.note_id for item in _finish(pool, budget=8).items]
