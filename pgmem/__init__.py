@@ -40,6 +40,7 @@ from pgmem.errors import (
     FamilyRightsError,
     InputError,
     PgmemError,
+    RerankError,
     SchemaError,
 )
 from pgmem.ingestion.bulk import BulkLoadResult
@@ -47,7 +48,8 @@ from pgmem.ingestion.enricher import Enricher, Enrichment, SpanInput
 from pgmem.ingestion.writer import IngestResult
 from pgmem.params import ROLES, CalibrationParams, PackParams, StageOneParams
 from pgmem.replicas import ReplicaSet
-from pgmem.types import Citation, Diagnostics, FamilyCalibration, Pack, PackItem, Rejection, Span
+from pgmem.retrieval.rerank import Reranker
+from pgmem.types import Citation, Diagnostics, FamilyCalibration, Pack, PackItem, Rejection, Reranked, Reranking, Span
 
 __version__ = "0.1.0"
 
@@ -76,6 +78,10 @@ __all__ = [
     "PgmemError",
     "Rejection",
     "ReplicaSet",
+    "RerankError",
+    "Reranked",
+    "Reranker",
+    "Reranking",
     "SchemaError",
     "Span",
     "SpanInput",

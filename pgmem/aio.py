@@ -7,7 +7,7 @@ calibration, packing and result building are the pure steps the sync driver runs
 (:mod:`pgmem.retrieval.pipeline`, :mod:`pgmem.operations`, :mod:`pgmem.ingestion.writer`);
 only the statements are awaited here. Embedding and enrichment are CPU-bound and run in
 a worker thread (:func:`asyncio.to_thread`), so the event loop keeps serving other tasks
-meanwhile. As with the sync API, the connection is used as it is (any row factory,
+meanwhile; so does a pack's finish when it calls a caller's re-ranker. As with the sync API, the connection is used as it is (any row factory,
 autocommit or not, inside the caller's transaction, from a
 ``psycopg_pool.AsyncConnectionPool``, with or without prepared statements) and never
 committed or closed.
@@ -56,6 +56,7 @@ from pgmem.operations import (
 from pgmem.params import CalibrationParams, Mode, PackParams, StageOneParams
 from pgmem.retrieval.pipeline import PackRequest, Stopwatch, embed_question, finish_pack, log_document, prepare_pack
 from pgmem.retrieval.pool import Pool
+from pgmem.retrieval.rerank import Reranker
 from pgmem.retrieval.stage_one import pool_from_rows
 from pgmem.types import Pack, Span
 
@@ -143,12 +144,14 @@ async def pack(
     embedder: Embedder | str | None = None,
     log: bool = False,
     timeout: float | None = None,
+    reranker: Reranker | None = None,
 ) -> Pack:
     """Select a fixed-budget evidence pack for ``question``: :func:`pgmem.pack` on an async connection.
 
     Same arguments, same result, same errors, same single stage-one statement. The
     question is embedded in a worker thread; ``timeout`` cancels the statement through
-    the event loop.
+    the event loop. A ``reranker`` is called in a worker thread too (the finish runs
+    there when one is given).
     """
     # Resolving a named embedder may load its model from disk: not on the event loop.
     model = await asyncio.to_thread(resolve_embedder, embedder)
@@ -173,13 +176,18 @@ async def pack(
         embedder=model,
         log=log,
         timeout=timeout,
+        reranker=reranker,
     )
     clock = Stopwatch(request.started)
     request = await asyncio.to_thread(embed_question, request)
     clock.lap("embed")
     pool = await fetch_pool(conn, request)
     clock.lap("stage_one")
-    evidence = finish_pack(request, pool, clock.laps)
+    if request.reranker is None:
+        evidence = finish_pack(request, pool, clock.laps)
+    else:
+        # The caller's model is CPU- or I/O-bound: not on the event loop.
+        evidence = await asyncio.to_thread(finish_pack, request, pool, clock.laps)
     return await log_pack(conn, evidence) if request.log else evidence
 
 

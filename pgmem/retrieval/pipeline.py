@@ -33,6 +33,7 @@ from pgmem.params import ROLES, CalibrationParams, Mode, PackParams, StageOnePar
 from pgmem.retrieval.calibrate import calibrate
 from pgmem.retrieval.packer import rank_and_pack
 from pgmem.retrieval.pool import Pool
+from pgmem.retrieval.rerank import Reranker, TopReranking, check_reranker
 from pgmem.retrieval.stage_one import Hints, run_stage_one, stage_one_arguments
 from pgmem.types import Diagnostics, Pack, Rejection, frozen_from_fields, jsonable
 from pgmem.validate import check_namespace, check_text, describe_value, parse_timestamp, timeout_seconds
@@ -84,6 +85,8 @@ class PackRequest:
     embedder: Embedder
     timeout: float | None = None
     log: bool = False
+    #: The caller's re-ranker of pgmem's top candidates (None: pgmem's order alone).
+    reranker: Reranker | None = field(default=None, compare=False)
     query_vector: np.ndarray | None = field(default=None, compare=False, repr=False)
     started: float = field(default=0.0, compare=False)
 
@@ -242,6 +245,7 @@ def prepare_pack(
     embedder: Embedder | str | None = None,
     log: bool = False,
     timeout: float | None = None,
+    reranker: Reranker | None = None,
 ) -> PackRequest:
     """Check the arguments of :func:`pgmem.pack` and build its request (no I/O, no embedding).
 
@@ -280,6 +284,7 @@ def prepare_pack(
         embedder=resolve_embedder(embedder),
         timeout=timeout_seconds("timeout", timeout) if timeout is not None else None,
         log=bool(log),
+        reranker=check_reranker(reranker),
         started=started,
     )
 
@@ -319,7 +324,10 @@ def finish_pack(request: PackRequest, pool: Pool, timings: Mapping[str, float] |
     """
     tick = time.perf_counter()
     calibrated = calibrate(pool, request.calibration, request.mode)
-    result = rank_and_pack(pool, calibrated, request.packing)
+    reranking = (
+        TopReranking(request.reranker, request.question, request.packing) if request.reranker is not None else None
+    )
+    result = rank_and_pack(pool, calibrated, request.packing, reorder=reranking)
     # Each rejection is explained like a packed item: its base score and regulariser.
     base_scores = {c.note_id: c.base_score for c in pool.candidates} if result.rejections else {}
     regularizer = calibrated.regularizer
@@ -339,17 +347,39 @@ def finish_pack(request: PackRequest, pool: Pool, timings: Mapping[str, float] |
         entropy=pool.entropy,
         families=calibrated.families,
         rejections=rejections,
-        parameters={
-            "stage_one": request.stage_one.as_dict(),
-            "calibration": request.calibration.as_dict(),
-            "packing": request.packing.as_dict(),
-        },
+        parameters=_parameters(request, reranking),
         hints=request.hints.as_dict(),
-        timings_ms={**(timings or {}), "calibrate_and_pack": _ms(tick, time.perf_counter())},
+        timings_ms={
+            **(timings or {}),
+            "calibrate_and_pack": _ms(tick, time.perf_counter()),
+            **({"rerank": reranking.elapsed_ms} if reranking is not None else {}),
+        },
         namespace=request.namespace,
         embedding_model=request.embedding_model,
+        rerank=reranking.outcome if reranking is not None else None,
     )
     return Pack(query=request.question, items=result.items, diagnostics=diagnostics)
+
+
+#: PackParams fields read only when a re-ranker is given: recorded under "rerank" then.
+RERANK_FIELDS = ("rerank_top", "rerank_weight")
+
+
+def _parameters(request: PackRequest, reranking: TopReranking | None) -> dict[str, Any]:
+    """The parameters a pack records: the three parameter objects, and the re-ranker's
+    name, top and weight when it had one (without one those fields shape nothing and are
+    left out, so such packs record what they always did)."""
+    packing = request.packing.as_dict()
+    for name in RERANK_FIELDS:
+        del packing[name]
+    parameters = {
+        "stage_one": request.stage_one.as_dict(),
+        "calibration": request.calibration.as_dict(),
+        "packing": packing,
+    }
+    if reranking is not None:
+        parameters["rerank"] = {"reranker": reranking.name, "top": reranking.top, "weight": reranking.weight}
+    return parameters
 
 
 def log_document(evidence: Pack) -> tuple[Pack, dict[str, Any]]:
