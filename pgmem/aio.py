@@ -7,10 +7,10 @@ calibration, packing and result building are the pure steps the sync driver runs
 (:mod:`pgmem.retrieval.pipeline`, :mod:`pgmem.operations`, :mod:`pgmem.ingestion.writer`);
 only the statements are awaited here. Embedding and enrichment are CPU-bound and run in
 a worker thread (:func:`asyncio.to_thread`), so the event loop keeps serving other tasks
-meanwhile; so does a pack's finish when it calls a caller's re-ranker. As with the sync API, the connection is used as it is (any row factory,
-autocommit or not, inside the caller's transaction, from a
-``psycopg_pool.AsyncConnectionPool``, with or without prepared statements) and never
-committed or closed.
+meanwhile; so does a pack's finish when it calls a caller's re-ranker. As with the
+sync API, the connection is used as it is (any row factory, autocommit or not, inside
+the caller's transaction, from a ``psycopg_pool.AsyncConnectionPool``, with or without
+prepared statements) and never committed or closed.
 
 >>> import pgmem.aio
 >>> async with await pgmem.aio.connect(dsn) as aconn:             # doctest: +SKIP
