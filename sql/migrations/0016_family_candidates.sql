@@ -3,13 +3,14 @@
 --
 -- * pgmem.family_capped_v1(namespace, note ids, cap, keep): the first ``keep`` of the
 --   ids, in order, skipping a note once ``cap`` notes of its family were taken (NULL
---   cap: the first ``keep``, no note read).
+--   cap: the first ``keep``, no note read). The lexical top k goes through it; the
+--   dense search reads each note's family with its distance and thins in the same query.
 -- * pgmem.stage_one_v1 gains a last parameter, family_candidates (default 12, as
 --   StageOneParams; NULL: the rows of 0014, unchanged). With it, the dense and the
---   lexical searches each go twice as deep (2 k; the default HNSW breadth, ef_search
---   100, already covers 2 x 50) and keep their first k notes with at most
---   family_candidates of any one family; while that leaves fewer than k, they search
---   again 4 k and 8 k deep (the lexical search under a bound or a filter: 4 k at once).
+--   lexical top k each keep at most family_candidates notes of any one family; while
+--   that leaves fewer than k, the search runs again 2 k, 4 k and 8 k deep and keeps
+--   the first k under the cap (the lexical search under a bound or a filter: 4 k deep
+--   at once). Where no family reaches the cap, each search runs once, as before.
 --   A family that writes thousands of notes near every question could otherwise fill
 --   every question's pool, so that quarantining the family left nothing else to pack.
 --   A new parameter is a new signature: the function is dropped and created again,
@@ -100,7 +101,7 @@ CREATE FUNCTION pgmem.stage_one_v1(
     -- (weighted cosine + weighted normalised BM25 + bounded facet and link boosts), and the
     -- pool aggregates by window functions. Rows come best base score first. With
     -- family_candidates, no provenance family holds more than that many of the dense top
-    -- k, nor of the lexical top k (each searched 2k deep, up to 8k while short, then capped).
+    -- k, nor of the lexical top k (searched again up to 8k deep while the cap leaves < k).
     --
     --   SELECT * FROM pgmem.stage_one_v1('default', 'all-MiniLM-L6-v2-onnx-int8',
     --                                    '[0.01, ...]', 'Who founded the company?', k_dense => 30);
@@ -158,10 +159,10 @@ DECLARE
     -- through the HNSW index: decided from the namespace's size (step 3).
     v_exact_dense boolean;
     v_exact_setting text;
-    -- How deep the dense and lexical searches go: k; with a family cap, 2k first, then
-    -- 4k and 8k while the cap leaves fewer than k (the lexical bound's search: 4k).
-    v_fetch_dense integer := CASE WHEN family_candidates IS NULL THEN k_dense ELSE 2 * k_dense END;
-    v_fetch_lex integer := CASE WHEN family_candidates IS NULL THEN k_lex ELSE 2 * k_lex END;
+    -- How deep the dense and lexical searches go: k, then (with a family cap) 2k, 4k and
+    -- 8k while the cap leaves fewer than k (the lexical search under a bound: 4k at once).
+    v_fetch_dense integer := k_dense;
+    v_fetch_lex integer := k_lex;
     v_found integer;
 BEGIN
     IF k_dense < 1 OR k_lex < 0 THEN
@@ -302,14 +303,32 @@ BEGIN
         -- ef_search must be at least k for HNSW to return k rows; local to this call.
         PERFORM set_config('hnsw.ef_search', greatest(ef_search, v_fetch_dense)::text, true);
         IF v_exact_dense AND filter IS NULL AND v_model.index_type = 'vector' THEN
-            v_dense := ARRAY(
-                SELECT n.note_id
-                FROM pgmem.notes AS n
-                WHERE n.namespace = p_namespace AND n.model_id = v_model.model_id
-                  AND (roles IS NULL OR n.role = ANY (roles))
-                ORDER BY (n.embedding <=> p_query_embedding) + 0
-                LIMIT v_fetch_dense);
-        ELSE
+            IF family_candidates IS NULL THEN
+                v_dense := ARRAY(
+                    SELECT n.note_id
+                    FROM pgmem.notes AS n
+                    WHERE n.namespace = p_namespace AND n.model_id = v_model.model_id
+                      AND (roles IS NULL OR n.role = ANY (roles))
+                    ORDER BY (n.embedding <=> p_query_embedding) + 0
+                    LIMIT k_dense);
+            ELSE
+                -- The nearest v_fetch_dense with their families (read with the distance),
+                -- the first k_dense of them with at most family_candidates a family.
+                v_dense := ARRAY(
+                    SELECT c.note_id
+                    FROM (SELECT t.note_id, t.distance,
+                                 row_number() OVER (PARTITION BY t.family ORDER BY t.distance, t.note_id) AS taken
+                          FROM (SELECT n.note_id, n.family, (n.embedding <=> p_query_embedding) + 0 AS distance
+                                FROM pgmem.notes AS n
+                                WHERE n.namespace = p_namespace AND n.model_id = v_model.model_id
+                                  AND (roles IS NULL OR n.role = ANY (roles))
+                                ORDER BY (n.embedding <=> p_query_embedding) + 0
+                                LIMIT v_fetch_dense) AS t) AS c
+                    WHERE c.taken <= family_candidates
+                    ORDER BY c.distance, c.note_id
+                    LIMIT k_dense);
+            END IF;
+        ELSIF family_candidates IS NULL THEN
             EXECUTE format($dense$
             SELECT ARRAY(
                 SELECT n.note_id
@@ -319,12 +338,29 @@ BEGIN
                 LIMIT ($2 ->> 'k_dense')::integer)
             $dense$, v_row_filter, v_vector_type, CASE WHEN v_exact_dense THEN ' + 0' ELSE '' END)
             INTO v_dense
-            USING p_namespace, v_arguments || jsonb_build_object('k_dense', v_fetch_dense);
+            USING p_namespace, v_arguments || jsonb_build_object('k_dense', k_dense);
+        ELSE
+            EXECUTE format($dense$
+            SELECT ARRAY(
+                SELECT c.note_id
+                FROM (SELECT t.note_id, t.distance,
+                             row_number() OVER (PARTITION BY t.family ORDER BY t.distance, t.note_id) AS taken
+                      FROM (SELECT n.note_id, n.family,
+                                   (n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s)%3$s AS distance
+                            FROM pgmem.notes AS n
+                            WHERE n.namespace = $1 AND %1$s
+                            ORDER BY (n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s)%3$s
+                            LIMIT ($2 ->> 'k_dense')::integer) AS t) AS c
+                WHERE c.taken <= ($2 ->> 'family_candidates')::integer
+                ORDER BY c.distance, c.note_id
+                LIMIT ($2 ->> 'k_dense_kept')::integer)
+            $dense$, v_row_filter, v_vector_type, CASE WHEN v_exact_dense THEN ' + 0' ELSE '' END)
+            INTO v_dense
+            USING p_namespace, v_arguments || jsonb_build_object('k_dense', v_fetch_dense, 'k_dense_kept', k_dense);
         END IF;
-        EXIT WHEN family_candidates IS NULL;
-        v_found := cardinality(v_dense);
-        v_dense := pgmem.family_capped_v1(p_namespace, v_dense, family_candidates, k_dense);
-        EXIT WHEN cardinality(v_dense) >= k_dense OR v_found < v_fetch_dense OR v_fetch_dense >= 8 * k_dense;
+        -- Deeper while the cap left fewer than k and the namespace may hold more.
+        EXIT WHEN family_candidates IS NULL OR cardinality(v_dense) >= k_dense
+                  OR v_fetch_dense >= v_model.note_count OR v_fetch_dense >= 8 * k_dense;
         v_fetch_dense := 2 * v_fetch_dense;
     END LOOP;
 
