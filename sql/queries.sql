@@ -183,11 +183,15 @@ SELECT key, note_id FROM pgmem.entity_holders_v1(%(namespace)s, %(keys)s::text[]
 -- reads (each candidate's family totals and the namespace's) and what the family alarm
 -- reads (the family's notes in the namespace and its age, whether it is bound to writer
 -- roles, the namespace's size and age, each note's age: the burst gate on collusion), in
--- one statement. Each note's created_at is one primary-key probe per candidate.
+-- one statement. Each note's created_at is one primary-key probe per candidate (a scalar
+-- subquery, so the planner never scans the namespace's notes for it); the bound families
+-- are read once (an init plan).
 SELECT s.*,
-       extract(epoch FROM now() - n.created_at)::float8 AS note_age_seconds,
-       EXISTS (SELECT FROM pgmem.family_writers AS w
-               WHERE w.namespace = %(namespace)s AND w.family = s.family) AS family_bound,
+       extract(epoch FROM now() - (SELECT n.created_at FROM pgmem.notes AS n
+                                   WHERE n.namespace = %(namespace)s AND n.note_id = s.note_id))::float8
+           AS note_age_seconds,
+       s.family = ANY (ARRAY(SELECT w.family FROM pgmem.family_writers AS w
+                             WHERE w.namespace = %(namespace)s)) AS family_bound,
        coalesce(r.helpful, 0) AS family_feedback_helpful,
        coalesce(r.unhelpful, 0) AS family_feedback_unhelpful,
        coalesce(t.feedback_helpful, 0) AS namespace_feedback_helpful,
@@ -211,8 +215,7 @@ FROM pgmem.stage_one_v1(
     neighbour_seeds => %(neighbour_seeds)s) AS s
 LEFT JOIN pgmem.family_reliability AS r ON r.namespace = %(namespace)s AND r.family = s.family
 LEFT JOIN pgmem.namespaces AS t ON t.namespace = %(namespace)s
-LEFT JOIN pgmem.family_stats AS fs ON fs.namespace = %(namespace)s AND fs.family = s.family
-LEFT JOIN pgmem.notes AS n ON n.namespace = %(namespace)s AND n.note_id = s.note_id;
+LEFT JOIN pgmem.family_stats AS fs ON fs.namespace = %(namespace)s AND fs.family = s.family;
 
 -- name: feedback --
 SELECT family, helpful, unhelpful
