@@ -185,8 +185,11 @@ def _bursts(
     namespace_age = pool.namespace_age_seconds
     if threshold is None or namespace_age is None or not len(within):
         return spans, latenesses
+    colluding = within >= threshold
+    if not (np.bincount(family_of[colluding], minlength=family_count) >= ALARM_GROUP).any():
+        return spans, latenesses  # the common case: no family has a group of near-copies
     ages = np.array([math.nan if c.age_seconds is None else c.age_seconds for c in pool.candidates], dtype=np.float64)
-    colluding = (within >= threshold) & ~np.isnan(ages)
+    colluding &= ~np.isnan(ages)
     members = np.bincount(family_of[colluding], minlength=family_count)
     for family in np.flatnonzero(members >= ALARM_GROUP).tolist():
         # Seconds from the namespace's creation to each note's write (the same now() for both).
