@@ -464,6 +464,20 @@ def test_a_burst_hidden_among_a_spoofed_familys_old_notes_still_alarms() -> None
     assert record.burst_span is None and record.burst_lateness is None and not record.colluding
 
 
+def test_a_patient_attacker_evades_the_gate_as_documented() -> None:
+    # Its near-copies written one every 31 minutes: no three within the hour, no burst;
+    # only the echo score is left (docs/security.md, "The patient attacker").
+    window = CalibrationParams().burst_window
+    candidates = [
+        _candidate(i, "attacker", text, 0.9 - 0.01 * i, ATTACK_AGE + i * (window / 2 + 60))
+        for i, text in enumerate(POISON)
+    ]
+    pool = Pool.from_candidates(candidates, query=QUESTION, namespace_age_seconds=NAMESPACE_AGE)
+    attacker = calibrate(pool, CalibrationParams(), "calibrated").family("attacker")
+    assert attacker.collusion >= CalibrationParams().alarm_threshold and not attacker.colluding
+    assert attacker.burst_span == pytest.approx(window + 120)
+
+
 def _pack_families(conn: psycopg.Connection[Any], hashing: HashingEmbedder, namespace: str) -> dict[str, Any]:
     pack = pgmem.pack(conn, WIDGET, namespace=namespace, embedder=hashing, budget=8)
     return {"items": len(pack.items), "bot": pack.diagnostics.family("ci-bot")}
