@@ -41,6 +41,7 @@ import psycopg
 
 import pgmem
 from pgmem.embeddings import CachedEmbedder, resolve_embedder
+from pgmem.eval.arrival import simulate_arrival
 from pgmem.eval.datasets import EvalCorpus, load_dataset
 from pgmem.eval.metrics import QuestionResult, evidence_recall
 from pgmem.eval.runner import RunConfig, _Session, evaluate, ingest_corpus
@@ -66,6 +67,9 @@ SYSTEMS: dict[str, tuple[CalibrationParams, Mode]] = {
     "unguarded": (CalibrationParams(alarm_threshold=None), "calibrated"),
     "relevance": (CalibrationParams(), "relevance"),
 }
+#: Seconds before the attack that the genuine store is simulated to have been written
+#: (the burst gate reads write times; the harness writes a store in seconds).
+STORE_AGE = 86_400.0
 FEEDBACK = {
     "gold": RunConfig(),
     "noisy-30": RunConfig(feedback_noise=0.3),
@@ -83,7 +87,18 @@ def dataset_slice(name: str, data_dir: Path) -> EvalCorpus:
     return dataclasses.replace(corpus, spans={first: corpus.spans[first]}, questions=questions)
 
 
-def _ingest_if_needed(conn: psycopg.Connection[Any], corpus: EvalCorpus, embedder: Any, config: RunConfig) -> float:
+def _ingest_if_needed(
+    conn: psycopg.Connection[Any],
+    corpus: EvalCorpus,
+    embedder: Any,
+    config: RunConfig,
+    store_age: float = STORE_AGE,
+    attacker_spacing: float | None = None,
+) -> float:
+    """Write the corpus as it would arrive: the genuine notes ``store_age`` seconds ago
+    (simulated, as owner), then the attacker's poisoned notes now, in one write (their
+    real write times), or, with ``attacker_spacing``, one every that many seconds up to
+    now (simulated: the labelled patient attacker)."""
     names = [config.namespace_prefix + namespace for namespace in corpus.spans]
     stored = dict(
         conn.execute(
@@ -92,7 +107,30 @@ def _ingest_if_needed(conn: psycopg.Connection[Any], corpus: EvalCorpus, embedde
     )
     if all(stored.get(config.namespace_prefix + ns) == len(spans) for ns, spans in corpus.spans.items()):
         return 0.0
-    return ingest_corpus(conn, corpus, embedder, config)
+    started = time.perf_counter()
+    genuine = {
+        ns: tuple(s for s in spans if not (s.metadata or {}).get("poisoned")) for ns, spans in corpus.spans.items()
+    }
+    attack = {ns: tuple(s for s in spans if (s.metadata or {}).get("poisoned")) for ns, spans in corpus.spans.items()}
+    ingest_corpus(conn, dataclasses.replace(corpus, spans=genuine), embedder, config)
+    for namespace in corpus.spans:
+        simulate_arrival(conn, config.namespace_prefix + namespace, store_age)
+    ingest_corpus(conn, dataclasses.replace(corpus, spans={ns: s for ns, s in attack.items() if s}), embedder, config)
+    if attacker_spacing is not None:
+        for namespace, spans in attack.items():
+            ids = [
+                str(row[0])
+                for row in conn.execute(
+                    "SELECT note_id FROM pgmem.notes WHERE namespace = %s AND external_id = ANY (%s)",
+                    (config.namespace_prefix + namespace, [s.external_id for s in spans]),
+                )
+            ]
+            if ids:
+                seconds_ago = attacker_spacing * (len(ids) - 1)
+                simulate_arrival(
+                    conn, config.namespace_prefix + namespace, seconds_ago, note_ids=ids, spacing=attacker_spacing
+                )
+    return time.perf_counter() - started
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -100,12 +138,18 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def run_condition(
-    conn: psycopg.Connection[Any], corpus: EvalCorpus, embedder: Any, prefix: str, k: int = 50
+    conn: psycopg.Connection[Any],
+    corpus: EvalCorpus,
+    embedder: Any,
+    prefix: str,
+    k: int = 50,
+    store_age: float = STORE_AGE,
+    attacker_spacing: float | None = None,
 ) -> tuple[dict[str, list[QuestionResult]], dict[str, float]]:
     """Every system on one pool per question (stage one's ``k_dense = k_lex = k``); the
     alarm's hit and false-alarm rates."""
     config = RunConfig(namespace_prefix=prefix, stage_one=StageOneParams(k_dense=k, k_lex=k))
-    _ingest_if_needed(conn, corpus, embedder, config)
+    _ingest_if_needed(conn, corpus, embedder, config, store_age, attacker_spacing)
     session = _Session(conn, corpus, embedder, config)
     poisoned = {note for notes in attack_targets(corpus).values() for note in notes}
     results: dict[str, list[QuestionResult]] = {system: [] for system in SYSTEMS}
@@ -237,13 +281,27 @@ def main() -> None:
         "--collusion-cap",
         type=int,
         default=None,
-        help="opt the calibrated system in to the collusion alarm with this cap (default: off, as pgmem's default)",
+        help="the calibrated system's collusion cap (default: pgmem's default, 0 behind the burst gate; -1: off)",
+    )
+    parser.add_argument(
+        "--store-age",
+        type=float,
+        default=STORE_AGE,
+        help="seconds before the attack the genuine notes are simulated to have been written (default one day)",
+    )
+    parser.add_argument(
+        "--attacker-spacing",
+        type=float,
+        default=None,
+        help="the patient attacker: its notes simulated as written one every this many seconds up to now"
+        " (default: all at once, their real write time); use a --prefix of its own",
     )
     parser.add_argument("--out", default="eval-out/provenance.json")
     parser.add_argument("--render", nargs="+", help="print the Markdown tables of these JSON reports and exit")
     args = parser.parse_args()
     if args.collusion_cap is not None:
-        SYSTEMS["calibrated"] = (CalibrationParams(collusion_cap=args.collusion_cap), "calibrated")
+        cap = args.collusion_cap if args.collusion_cap >= 0 else None
+        SYSTEMS["calibrated"] = (CalibrationParams(collusion_cap=cap), "calibrated")
     if args.render:
         print(render([json.loads(Path(path).read_text(encoding="utf-8")) for path in args.render]))
         return
@@ -258,7 +316,9 @@ def main() -> None:
             for condition in args.conditions:
                 corpus = apply_condition(base, condition)
                 prefix = f"{args.prefix}-{dataset}-{condition}-"
-                results, rates = run_condition(conn, corpus, embedder, prefix, args.k)
+                results, rates = run_condition(
+                    conn, corpus, embedder, prefix, args.k, args.store_age, args.attacker_spacing
+                )
                 if condition == "clean":
                     clean = {
                         system: {r.question_id: v for r in rs if (v := evidence_recall(r)) is not None}

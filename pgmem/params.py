@@ -190,14 +190,20 @@ class CalibrationParams(_Params):
     quarantine_cap : int
         At most this many notes of a quarantined family are packed (default 1, >= 0).
     collusion_cap : int or None
-        ``None`` (default): the alarm's collusion input (several of a family's notes
-        near-copies of each other across documents) is measured and reported, but does
-        not raise the alarm. An int opts in: a family whose collusion alone reaches
-        ``alarm_threshold`` is quarantined, at most this many of its notes are packed
-        and none of them refills a pack that ends short (>= 0; 0 measured best against
-        poisoning). Not the default because a genuine family that writes templated
-        notes as separate documents (release notes, status lines) colludes by this
-        measure and would lose its notes; see docs/security.md.
+        A family whose collusion (several of its notes near-copies of each other across
+        documents) reaches ``alarm_threshold`` *in a late burst* (below) is quarantined:
+        at most this many of its notes are packed and none of them refills a pack that
+        ends short (default 0, >= 0; 0 measured best against poisoning). ``None``
+        switches the collusion alarm off (collusion is still measured and reported).
+    burst_window : float
+        Seconds; collusion alarms only when the family's colluding notes were written
+        as a late burst: ``ALARM_GROUP`` of them within ``burst_window`` of each other,
+        the first at least ``burst_window`` after the namespace was created (default one
+        hour, > 0). A genuine templated writer (release notes, status lines) writes over
+        time or with the namespace's first load; an attacker writes its variants at
+        once into an established namespace. Families bound to writer roles
+        (``pgmem.bind_family``) are exempt: nobody else can write them. See
+        docs/security.md.
     quarantine_penalty : float
         A quarantined family's regulariser is ``-quarantine_penalty * alarm_score``, in
         pool standard deviations (default 3, >= 0), whatever the mode's own regulariser.
@@ -221,7 +227,8 @@ class CalibrationParams(_Params):
     feedback_prior: float = 2.0
     alarm_threshold: float | None = 0.4
     quarantine_cap: int = 1
-    collusion_cap: int | None = None
+    collusion_cap: int | None = 0
+    burst_window: float = 3_600.0
     quarantine_penalty: float = 3.0
     recency_window: float = 7 * 86_400.0
     use_uncertainty: bool = True
@@ -243,6 +250,7 @@ class CalibrationParams(_Params):
         whole("quarantine_cap", self.quarantine_cap, 0)
         if self.collusion_cap is not None:
             whole("collusion_cap", self.collusion_cap, 0)
+        at_least("burst_window", self.burst_window, 0.0, strict=True)
         at_least("quarantine_penalty", self.quarantine_penalty, 0.0)
         at_least("recency_window", self.recency_window, 0.0, strict=True)
         if not isinstance(self.use_uncertainty, bool):

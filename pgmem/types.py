@@ -90,6 +90,9 @@ class Candidate:
     time_boost: float = 0.0
     keyword_boost: float = 0.0
     handle_boost: float = 0.0
+    #: Seconds since the note was written (``pgmem.notes.created_at``, which writers
+    #: cannot set; None = unknown): the family alarm's burst gate reads it.
+    age_seconds: float | None = None
 
     @property
     def citation(self) -> Citation:
@@ -122,6 +125,8 @@ class FamilyAggregate:
     namespace_count: int = 0
     #: Seconds since the family's first note in the namespace (None = unknown).
     age_seconds: float | None = None
+    #: Whether the family is bound to writer roles (pgmem.family_writers): only they write it.
+    bound: bool = False
 
 
 @dataclass(frozen=True)
@@ -167,6 +172,16 @@ class FamilyCalibration:
     #: colluding family gets at most ``collusion_cap`` notes and never refills a pack.
     collusion: float = 0.0
     colluding: bool = False
+    #: The burst gate on collusion: of the family's colluding pool notes (near-copies of a
+    #: same-family note in another document) the ``ALARM_GROUP`` written closest together
+    #: (preferring groups written ``burst_window`` or more after the namespace was
+    #: created), how many seconds their write times span and how long after the
+    #: namespace's creation the first of them was written (None: fewer colluding notes,
+    #: or write times unknown). Collusion counts only for a late burst (span <=
+    #: burst_window <= lateness) of a family that is not ``bound`` to writer roles.
+    burst_span: float | None = None
+    burst_lateness: float | None = None
+    bound: bool = False
 
 
 @dataclass(frozen=True)

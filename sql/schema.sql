@@ -205,7 +205,7 @@ CREATE TABLE pgmem.pack_log (
 
 -- What calibration and the family alarm read and decided for each family of a logged
 -- pool (feedback columns NULL in packs logged before migration 0003, alarm columns
--- before 0009, collusion columns before 0015).
+-- before 0009, collusion columns before 0015, burst gate columns before 0017).
 CREATE TABLE pgmem.pack_log_families (
     namespace text NOT NULL,
     pack_id uuid NOT NULL,
@@ -242,6 +242,12 @@ CREATE TABLE pgmem.pack_log_families (
     -- and whether it alone reached the threshold (capped at collusion_cap, no refill).
     collusion double precision,
     colluding boolean,
+    -- The burst gate on collusion: the write-time span of the family's closest group of
+    -- colluding notes, seconds from the namespace's creation to its first note, and
+    -- whether the family was bound to writer roles (exempt).
+    burst_span double precision,
+    burst_lateness double precision,
+    bound boolean,
     PRIMARY KEY (namespace, pack_id, family),
     FOREIGN KEY (namespace, pack_id) REFERENCES pgmem.pack_log (namespace, pack_id)
 );
@@ -1425,7 +1431,7 @@ CREATE FUNCTION pgmem.log_pack_v1(p_pack jsonb) RETURNS uuid
             z, shrunk_z, corroboration, reliability, uncertainty, regularizer, variance_floor_dominated,
             feedback_helpful, feedback_unhelpful, feedback_reliability, feedback_z, namespace_count, pool_share,
             namespace_share, newness, duplicate_density, question_echo, alarm_score, alarm_threshold, alarmed,
-            quarantined, collusion, colluding)
+            quarantined, collusion, colluding, burst_span, burst_lateness, bound)
         SELECT pack.namespace, pack.pack_id, f.*
         FROM pack, jsonb_to_recordset(p_pack -> 'families') AS f (
             family text, count integer, score_sum float8, mean_confidence float8,
@@ -1435,7 +1441,8 @@ CREATE FUNCTION pgmem.log_pack_v1(p_pack jsonb) RETURNS uuid
             feedback_reliability float8, feedback_z float8, namespace_count bigint, pool_share float8,
             namespace_share float8, newness float8, duplicate_density float8, question_echo float8,
             alarm_score float8, alarm_threshold float8, alarmed boolean, quarantined boolean,
-            collusion float8, colluding boolean)
+            collusion float8, colluding boolean, burst_span float8, burst_lateness float8,
+            bound boolean)
     )
     SELECT pack_id FROM pack;
 $$;
@@ -2231,12 +2238,14 @@ LEFT JOIN pgmem.pack_log_families AS f
     ON f.namespace = e.namespace AND f.pack_id = e.pack_id AND f.family = e.family;
 
 -- Every family alarm raised in a logged pack: which family, in which pack, how the score
--- was made up (collusion and colluding NULL in packs logged before migration 0015), and
--- whether the family was quarantined.
+-- was made up (collusion and colluding NULL in packs logged before migration 0015, the
+-- burst gate's burst_span, burst_lateness and bound before 0017), and whether the family
+-- was quarantined.
 CREATE VIEW pgmem.family_alarms_v1 WITH (security_invoker = true) AS
 SELECT f.namespace, f.pack_id, l.created_at, l.mode, l.query, f.family, f.count, f.namespace_count,
        f.z, f.pool_share, f.namespace_share, f.newness, f.duplicate_density, f.question_echo,
-       f.collusion, f.alarm_score, f.alarm_threshold, f.colluding, f.quarantined, f.regularizer
+       f.collusion, f.burst_span, f.burst_lateness, f.bound, f.alarm_score, f.alarm_threshold, f.colluding,
+       f.quarantined, f.regularizer
 FROM pgmem.pack_log_families AS f
 JOIN pgmem.pack_log AS l USING (namespace, pack_id)
 WHERE f.alarmed;

@@ -10,12 +10,14 @@ from typing import Any
 import psycopg
 import pytest
 from helpers import as_role, make_spans
+from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 import pgmem
 from pgmem.embeddings import HashingEmbedder
 from pgmem.errors import ConfigurationError
+from pgmem.eval.arrival import simulate_arrival
 from pgmem.params import CalibrationParams, PackParams
 from pgmem.retrieval.calibrate import calibrate
 from pgmem.retrieval.packer import QUARANTINE, rank_and_pack
@@ -23,8 +25,15 @@ from pgmem.retrieval.pipeline import log_document
 from pgmem.retrieval.pool import Pool
 from pgmem.types import Candidate
 
-#: Collusion opted in (it alarms only then; measured and reported always).
-COLLUSION = CalibrationParams(collusion_cap=0)
+#: The default: collusion alarms, behind the burst gate (cap 0).
+COLLUSION = CalibrationParams()
+#: Collusion switched off (measured and reported, never alarms).
+NO_COLLUSION = CalibrationParams(collusion_cap=None)
+DAY = 86_400.0
+#: The pools below: a namespace created 30 days ago whose genuine notes arrived over
+#: those days, and an attacker that wrote its variants at once, ten minutes ago.
+NAMESPACE_AGE = 30 * DAY
+ATTACK_AGE = 600.0
 
 QUESTION = "When did the harbour authority close the northern ferry terminal?"
 POISON = (
@@ -47,7 +56,7 @@ CLEAN = (
 )
 
 
-def _candidate(index: int, family: str, text: str, score: float) -> Candidate:
+def _candidate(index: int, family: str, text: str, score: float, age: float | None = None) -> Candidate:
     return Candidate(
         note_id=str(uuid.UUID(int=index + 1)),
         external_id=f"n{index}",
@@ -65,19 +74,23 @@ def _candidate(index: int, family: str, text: str, score: float) -> Candidate:
         facet_boost=0.0,
         link_boost=0.0,
         base_score=score,
+        age_seconds=age,
     )
 
 
 def _pool(*, poisoned: bool = True, query: str = QUESTION, attacker_notes: int = 1_000) -> Pool:
     # The wire family is the relevant one: its notes score best among the clean notes.
-    rows = [(family, text, (0.7 if family == "wire" else 0.4) - 0.02 * i) for i, (family, text) in enumerate(CLEAN)]
+    rows = [
+        (family, text, (0.7 if family == "wire" else 0.4) - 0.02 * i, NAMESPACE_AGE - i * DAY)
+        for i, (family, text) in enumerate(CLEAN)
+    ]
     if poisoned:
-        rows += [("attacker", text, 0.9 - 0.01 * i) for i, text in enumerate(POISON)]
-    candidates = [_candidate(i, family, text, score) for i, (family, text, score) in enumerate(rows)]
+        rows += [("attacker", text, 0.9 - 0.01 * i, ATTACK_AGE) for i, text in enumerate(POISON)]
+    candidates = [_candidate(i, family, text, score, age) for i, (family, text, score, age) in enumerate(rows)]
     counts = {"wire": 40, "blog": 30, "forum": 25, "misc": 60}
     if poisoned:
         counts["attacker"] = attacker_notes
-    return Pool.from_candidates(candidates, query=query, namespace_counts=counts)
+    return Pool.from_candidates(candidates, query=query, namespace_counts=counts, namespace_age_seconds=NAMESPACE_AGE)
 
 
 def test_a_colluding_family_is_alarmed_quarantined_and_capped() -> None:
@@ -89,9 +102,12 @@ def test_a_colluding_family_is_alarmed_quarantined_and_capped() -> None:
     assert 0.0 <= attacker.alarm_score <= 1.0 and attacker.alarm_threshold == CalibrationParams().alarm_threshold
     assert attacker.regularizer == pytest.approx(-CalibrationParams().quarantine_penalty * attacker.alarm_score)
     assert not any(record.alarmed for record in calibration.families if record.family != "attacker")
-    # Its four notes, each a document of its own, are near-copies of each other: colluding,
-    # so none is packed (collusion_cap 0, opted in); with a cap of one, exactly one.
+    # Its four notes, each a document of its own, are near-copies of each other written at
+    # once into an established namespace (a late burst): colluding, so none is packed
+    # (collusion_cap 0, the default); with a cap of one, exactly one.
     assert attacker.colluding and attacker.collusion >= attacker.alarm_threshold
+    assert attacker.burst_span == 0.0 and attacker.burst_lateness == pytest.approx(NAMESPACE_AGE - ATTACK_AGE)
+    assert not attacker.bound
     assert attacker.alarm_score >= attacker.collusion  # the larger of the echo score and collusion
     assert calibration.colluding == {"attacker"}
     result = rank_and_pack(pool, calibration, PackParams(budget=8))
@@ -99,12 +115,12 @@ def test_a_colluding_family_is_alarmed_quarantined_and_capped() -> None:
     assert {r.reason for r in result.rejections if r.family == "attacker"} == {QUARANTINE}
     capped = calibrate(pool, CalibrationParams(collusion_cap=1), "calibrated")
     assert sum(item.family == "attacker" for item in rank_and_pack(pool, capped, PackParams(budget=8)).items) == 1
-    # By default collusion is measured and reported but does not alarm: the echo score
+    # With collusion off it is measured and reported but does not alarm: the echo score
     # still quarantines this attacker (cap 1), and its collusion is in the diagnostics.
-    default = calibrate(pool, CalibrationParams(), "calibrated")
-    assert default.family("attacker").quarantined and not default.colluding
-    assert default.family("attacker").collusion == attacker.collusion
-    assert sum(item.family == "attacker" for item in rank_and_pack(pool, default, PackParams(budget=8)).items) == 1
+    off = calibrate(pool, NO_COLLUSION, "calibrated")
+    assert off.family("attacker").quarantined and not off.colluding
+    assert off.family("attacker").collusion == attacker.collusion
+    assert sum(item.family == "attacker" for item in rank_and_pack(pool, off, PackParams(budget=8)).items) == 1
     # Without the alarm the calibrated mode promotes the attacker (the measured flaw).
     unguarded = calibrate(pool, CalibrationParams(alarm_threshold=None), "calibrated")
     assert unguarded.family("attacker").regularizer > 0
@@ -132,9 +148,9 @@ def test_corroboration_without_echo_or_duplication_stays_quiet() -> None:
     calibration = calibrate(_pool(query="Who painted the lighthouse mural?"), COLLUSION, "calibrated")
     assert {record.family for record in calibration.families if record.alarmed} == {"attacker"}
     assert calibration.family("attacker").question_echo == 0.0 and calibration.colluding == {"attacker"}
-    # Without opting in to collusion nothing echoes the question: nothing alarms.
-    default = calibrate(_pool(query="Who painted the lighthouse mural?"), CalibrationParams(), "calibrated")
-    assert not any(record.alarmed for record in default.families)
+    # With collusion off nothing echoes the question: nothing alarms.
+    off = calibrate(_pool(query="Who painted the lighthouse mural?"), NO_COLLUSION, "calibrated")
+    assert not any(record.alarmed for record in off.families)
     # The clean pool: the wire family is the best supported, and it is not alarmed.
     clean = calibrate(_pool(poisoned=False), COLLUSION, "calibrated")
     assert clean.family("wire").regularizer > 0
@@ -160,6 +176,9 @@ def test_the_alarm_can_be_switched_off_and_is_validated() -> None:
         CalibrationParams(quarantine_cap=-1)
     with pytest.raises(ConfigurationError, match="collusion_cap"):
         CalibrationParams(collusion_cap=-1)
+    for bad in (0.0, -1.0, float("inf")):
+        with pytest.raises(ConfigurationError, match="burst_window"):
+            CalibrationParams(burst_window=bad)
     with pytest.raises(ConfigurationError, match="quarantine_penalty"):
         CalibrationParams(quarantine_penalty=-0.1)
 
@@ -198,13 +217,20 @@ def test_alarm_inputs_and_score_are_bounded_on_random_pools() -> None:
                 assert 0.0 <= value <= 1.0
 
 
-def _ingest_attacked(conn: psycopg.Connection[Any], hashing: HashingEmbedder, namespace: str) -> None:
-    """The clean notes, and the attacker's near-copies each in a document of its own (as a writer adds them)."""
-    spans = make_spans([text for _, text in CLEAN], family="wire", document_id="clean") + [
-        pgmem.Span(document_id=f"poison-{i}", text=text, start=0, end=len(text.encode()), family="attacker")
+def _poison_spans(family: str = "attacker") -> list[pgmem.Span]:
+    return [
+        pgmem.Span(document_id=f"poison-{i}", text=text, start=0, end=len(text.encode()), family=family)
         for i, text in enumerate(POISON)
     ]
-    pgmem.ingest(conn, spans, namespace=namespace, embedder=hashing)
+
+
+def _ingest_attacked(conn: psycopg.Connection[Any], hashing: HashingEmbedder, namespace: str) -> None:
+    """The clean notes, then (a day later: simulated, as owner) the attacker's near-copies,
+    each in a document of its own, written now in one call (their real write time)."""
+    clean = make_spans([text for _, text in CLEAN], family="wire", document_id="clean")
+    pgmem.ingest(conn, clean, namespace=namespace, embedder=hashing)
+    simulate_arrival(conn, namespace, DAY)  # the namespace and its notes arrived a day ago
+    pgmem.ingest(conn, _poison_spans(), namespace=namespace, embedder=hashing)
 
 
 def test_a_logged_pack_records_the_alarm(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
@@ -227,16 +253,17 @@ def test_an_echo_alarm_never_leaves_the_pack_short_but_collusion_does() -> None:
     # Two notes echoing the question (too few to collude): quarantined by the echo score
     # alone, which can be a false alarm, so past the cap they are packed after all when
     # the pool holds nothing else, and the pack is full.
-    candidates = [_candidate(i, "attacker", text, 0.9 - 0.01 * i) for i, text in enumerate(POISON[:2])]
-    pool = Pool.from_candidates(candidates, query=QUESTION)
+    candidates = [_candidate(i, "attacker", text, 0.9 - 0.01 * i, ATTACK_AGE) for i, text in enumerate(POISON[:2])]
+    pool = Pool.from_candidates(candidates, query=QUESTION, namespace_age_seconds=NAMESPACE_AGE)
     # One family is all the pool: no support signal, so a lower threshold flags it here.
     calibration = calibrate(pool, CalibrationParams(alarm_threshold=0.3), "calibrated")
     assert calibration.family("attacker").quarantined and not calibration.family("attacker").colluding
     result = rank_and_pack(pool, calibration, PackParams(budget=2, overlap_hard_threshold=1.0))
     assert len(result.items) == 2 and not result.rejections
-    # Four near-copies in four documents collude: they never refill, the pack stays empty.
-    candidates = [_candidate(i, "attacker", text, 0.9 - 0.01 * i) for i, text in enumerate(POISON)]
-    pool = Pool.from_candidates(candidates, query=QUESTION)
+    # Four near-copies in four documents, written in a late burst, collude: they never
+    # refill, the pack stays empty.
+    candidates = [_candidate(i, "attacker", text, 0.9 - 0.01 * i, ATTACK_AGE) for i, text in enumerate(POISON)]
+    pool = Pool.from_candidates(candidates, query=QUESTION, namespace_age_seconds=NAMESPACE_AGE)
     calibration = calibrate(pool, CalibrationParams(alarm_threshold=0.3, collusion_cap=0), "calibrated")
     assert calibration.family("attacker").colluding
     result = rank_and_pack(pool, calibration, PackParams(budget=3, overlap_hard_threshold=1.0))
@@ -321,13 +348,14 @@ def test_a_pack_document_without_the_collusion_keys_still_logs(
     logged, arguments = log_document(pgmem.pack(conn, QUESTION, namespace="older", embedder=hashing))
     document = arguments["pack"].obj
     for family in document["families"]:
-        del family["collusion"], family["colluding"]
+        del family["collusion"], family["colluding"], family["burst_span"], family["burst_lateness"], family["bound"]
     conn.execute("SELECT pgmem.log_pack_v2(%s)", (Jsonb(document),))
     rows = conn.execute(
-        "SELECT family, collusion, colluding, quarantined FROM pgmem.family_alarms_v1 WHERE pack_id = %s",
+        "SELECT family, collusion, colluding, burst_span, burst_lateness, bound, quarantined"
+        " FROM pgmem.family_alarms_v1 WHERE pack_id = %s",
         (logged.pack_id,),
     ).fetchall()
-    assert rows == [("attacker", None, None, True)]
+    assert rows == [("attacker", None, None, None, None, None, True)]
 
 
 def test_a_reader_sees_only_its_namespaces_collusion(
@@ -351,21 +379,183 @@ def test_a_reader_sees_only_its_namespaces_collusion(
         assert {row[0] for row in admin.execute(seen)} == {"a", "b"}
 
 
-def test_a_templated_genuine_writer_keeps_its_notes_by_default() -> None:
-    # A CI bot's release notes: one family, one document each, near-copies of each other.
-    # Collusion sees them exactly as it sees an attacker's variants (the reason it alarms
-    # only when opted in): by default it is reported and the pack is full.
-    texts = [f"Release note {i}: the widget pipeline changed in build {i}." for i in range(12)]
-    candidates = [_candidate(i, "ci-bot", text, 0.9 - 0.01 * i) for i, text in enumerate(texts)]
-    pool = Pool.from_candidates(
-        candidates, query="What changed in the widget pipeline?", namespace_counts={"ci-bot": 200}
+# --- the burst gate: templated genuine writers against an attacker's late burst ------------
+
+RELEASE_NOTES = [f"Release note {i}: the widget pipeline changed in build {i}." for i in range(12)]
+WIDGET = "What changed in the widget pipeline?"
+
+
+def _templated(ages: list[float], *, bound: bool = False) -> Pool:
+    """A CI bot's release notes (one family, one document each, near-copies of each other)
+    written at ``ages`` seconds ago, in a namespace created 30 days ago."""
+    candidates = [
+        _candidate(i, "ci-bot", text, 0.9 - 0.01 * i, age)
+        for i, (text, age) in enumerate(zip(RELEASE_NOTES, ages, strict=True))
+    ]
+    return Pool.from_candidates(
+        candidates,
+        query=WIDGET,
+        namespace_counts={"ci-bot": 200},
+        namespace_age_seconds=NAMESPACE_AGE,
+        bound={"ci-bot"} if bound else (),
     )
-    default = calibrate(pool, CalibrationParams(), "calibrated")
-    bot = default.family("ci-bot")
+
+
+def _full_pack(pool: Pool, params: CalibrationParams) -> int:
+    return len(
+        rank_and_pack(
+            pool, calibrate(pool, params, "calibrated"), PackParams(budget=8, overlap_hard_threshold=1.0)
+        ).items
+    )
+
+
+def test_a_templated_writer_over_time_keeps_its_notes() -> None:
+    # One release note a day: as alike as an attacker's variants, but no burst.
+    pool = _templated([(12 - i) * DAY for i in range(12)])
+    bot = calibrate(pool, CalibrationParams(), "calibrated").family("ci-bot")
     assert bot.collusion >= CalibrationParams().alarm_threshold and not bot.colluding
+    assert bot.burst_span == pytest.approx(2 * DAY) and bot.burst_lateness >= CalibrationParams().burst_window
     # (The echo score may still flag it — the question repeats the notes — but an echo
     # alarm refills a pack that holds nothing else: the pack stays full.)
-    assert len(rank_and_pack(pool, default, PackParams(budget=8, overlap_hard_threshold=1.0)).items) == 8
-    opted_in = calibrate(pool, COLLUSION, "calibrated")
-    assert opted_in.family("ci-bot").colluding
-    assert not rank_and_pack(pool, opted_in, PackParams(budget=8, overlap_hard_threshold=1.0)).items
+    assert _full_pack(pool, CalibrationParams()) == 8
+    # Builds every 20 minutes: three notes within the hour form a burst; a window of ten
+    # minutes, or collusion off, lets them through.
+    busy = _templated([3 * DAY - i * 1_200.0 for i in range(12)])
+    assert calibrate(busy, CalibrationParams(), "calibrated").family("ci-bot").colluding
+    assert _full_pack(busy, CalibrationParams(burst_window=600.0)) == 8
+    assert _full_pack(busy, NO_COLLUSION) == 8
+
+
+def test_a_templated_history_loaded_with_the_namespace_keeps_its_notes() -> None:
+    # The whole history imported when the namespace was created (one transaction: the
+    # namespace's own creation time), or over its first minutes.
+    for ages in ([NAMESPACE_AGE] * 12, [NAMESPACE_AGE - 30.0 * i for i in range(12)]):
+        pool = _templated(ages)
+        bot = calibrate(pool, CalibrationParams(), "calibrated").family("ci-bot")
+        assert not bot.colluding and bot.burst_lateness < CalibrationParams().burst_window
+        assert _full_pack(pool, CalibrationParams()) == 8
+
+
+def test_a_late_burst_of_templated_notes_is_the_remaining_false_positive_and_binding_exempts_it() -> None:
+    # A genuine templated history imported in one go into an established namespace looks
+    # exactly like an attacker's burst: it is quarantined (the documented false positive).
+    pool = _templated([ATTACK_AGE] * 12)
+    bot = calibrate(pool, CalibrationParams(), "calibrated").family("ci-bot")
+    assert bot.colluding and bot.burst_span == 0.0 and _full_pack(pool, CalibrationParams()) == 0
+    # The remedy: bind the family to its writers (nobody else can write under it).
+    bound = _templated([ATTACK_AGE] * 12, bound=True)
+    record = calibrate(bound, CalibrationParams(), "calibrated").family("ci-bot")
+    assert record.bound and not record.colluding and record.collusion == bot.collusion
+    assert _full_pack(bound, CalibrationParams()) == 8
+
+
+def test_a_burst_hidden_among_a_spoofed_familys_old_notes_still_alarms() -> None:
+    # The attacker writes its near-copies under an existing family whose own notes (the
+    # same template) arrived over months: the tightest late group is the attacker's.
+    ages = [(60 - 5 * i) * DAY for i in range(8)] + [ATTACK_AGE] * 4
+    pool = _templated(ages)
+    bot = calibrate(pool, CalibrationParams(), "calibrated").family("ci-bot")
+    assert bot.colluding and bot.burst_span == 0.0
+    # Write times unknown (a pool built without them): the gate stays shut.
+    unknown = Pool.from_candidates(
+        [dataclasses.replace(c, age_seconds=None) for c in pool.candidates], query=WIDGET, namespace_age_seconds=None
+    )
+    record = calibrate(unknown, CalibrationParams(), "calibrated").family("ci-bot")
+    assert record.burst_span is None and record.burst_lateness is None and not record.colluding
+
+
+def test_a_patient_attacker_evades_the_gate_as_documented() -> None:
+    # Its near-copies written one every 31 minutes: no three within the hour, no burst;
+    # only the echo score is left (docs/security.md, "The patient attacker").
+    window = CalibrationParams().burst_window
+    candidates = [
+        _candidate(i, "attacker", text, 0.9 - 0.01 * i, ATTACK_AGE + i * (window / 2 + 60))
+        for i, text in enumerate(POISON)
+    ]
+    pool = Pool.from_candidates(candidates, query=QUESTION, namespace_age_seconds=NAMESPACE_AGE)
+    attacker = calibrate(pool, CalibrationParams(), "calibrated").family("attacker")
+    assert attacker.collusion >= CalibrationParams().alarm_threshold and not attacker.colluding
+    assert attacker.burst_span == pytest.approx(window + 120)
+
+
+def _pack_families(conn: psycopg.Connection[Any], hashing: HashingEmbedder, namespace: str) -> dict[str, Any]:
+    pack = pgmem.pack(conn, WIDGET, namespace=namespace, embedder=hashing, budget=8)
+    return {"items": len(pack.items), "bot": pack.diagnostics.family("ci-bot")}
+
+
+def _release_spans(family: str = "ci-bot") -> list[pgmem.Span]:
+    return [
+        pgmem.Span(document_id=f"release-{i}", text=text, start=0, end=len(text.encode()), family=family)
+        for i, text in enumerate(RELEASE_NOTES)
+    ]
+
+
+def test_templated_writers_in_the_database_by_their_real_timelines(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder
+) -> None:
+    background = make_spans([text for _, text in CLEAN], family="wire", document_id="clean")
+    # (1) The release notes loaded with the namespace (one ingest creates it): kept.
+    pgmem.ingest(conn, background + _release_spans(), namespace="initial", embedder=hashing)
+    initial = _pack_families(conn, hashing, "initial")
+    assert initial["items"] == 8 and not initial["bot"].colluding and initial["bot"].burst_lateness == 0.0
+    # (2) A CI bot writing one note per build over weeks. The test writes them in seconds,
+    # so their arrival is simulated as the owner: the namespace 30 days ago, then one
+    # release note every two days up to now.
+    pgmem.ingest(conn, background, namespace="weeks", embedder=hashing)
+    pgmem.ingest(conn, _release_spans(), namespace="weeks", embedder=hashing)
+    simulate_arrival(conn, "weeks", NAMESPACE_AGE, families=["wire"])
+    simulate_arrival(conn, "weeks", 22 * DAY, families=["ci-bot"], spacing=2 * DAY)
+    weeks = _pack_families(conn, hashing, "weeks")
+    assert weeks["items"] == 8 and not weeks["bot"].colluding
+    assert weeks["bot"].burst_span == pytest.approx(4 * DAY, rel=1e-3)
+    # (3) The same notes written in one call into a namespace established a day ago: a
+    # late burst, quarantined like an attacker (the remaining false positive).
+    pgmem.ingest(conn, background, namespace="late", embedder=hashing)
+    simulate_arrival(conn, "late", DAY)
+    pgmem.ingest(conn, _release_spans(), namespace="late", embedder=hashing)
+    late = _pack_families(conn, hashing, "late")
+    assert late["bot"].colluding and late["bot"].burst_span == 0.0
+    assert late["bot"].burst_lateness == pytest.approx(DAY, rel=1e-3)
+
+
+def test_a_bound_familys_late_burst_is_exempt_and_the_attacker_cannot_use_that(
+    dsn: str, tenants: psycopg.Connection[Any], roles: dict[str, str], hashing: HashingEmbedder
+) -> None:
+    # Namespace 'a' established a day ago; the CI bot's family bound to the writer role.
+    simulate_arrival(tenants, "a", DAY)
+    assert pgmem.bind_family(tenants, namespace="a", family="ci-bot", roles=[roles["writer"]]) == 0
+    tenants.execute(sql.SQL("GRANT pgmem_writer TO {}").format(sql.Identifier(roles["stranger"])))
+    tenants.execute("SELECT pgmem.grant_namespace_v1(%s, 'a')", (roles["stranger"],))
+    with as_role(dsn, roles["writer"], "a") as writer:
+        pgmem.ingest(writer, _release_spans(), namespace="a", embedder=hashing)  # one burst, a day late
+    with as_role(dsn, roles["reader"], "a") as reader:
+        pack = pgmem.pack(reader, WIDGET, namespace="a", embedder=hashing, budget=8)
+        bot = pack.diagnostics.family("ci-bot")
+        assert bot.bound and not bot.colluding and bot.burst_span == 0.0
+        # Collusion plays no part for it: its notes are packed as with collusion off (the
+        # echo score, which reads the question, still caps it here).
+        off = pgmem.pack(reader, WIDGET, namespace="a", embedder=hashing, budget=8, calibration=NO_COLLUSION)
+        assert [item.note_id for item in pack.items] == [item.note_id for item in off.items]
+        assert any(item.family == "ci-bot" for item in pack.items)
+    # The attacker (a second writer of 'a') cannot write under the bound family, and its
+    # own burst of near-copies is quarantined: none of them is packed.
+    with as_role(dsn, roles["stranger"], "a") as attacker:
+        with pytest.raises(pgmem.FamilyRightsError):
+            pgmem.ingest(attacker, _poison_spans("ci-bot"), namespace="a", embedder=hashing)
+        pgmem.ingest(attacker, _poison_spans(), namespace="a", embedder=hashing)
+        # Write times are the database's: the attacker can neither set nor change them.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            attacker.execute(
+                "INSERT INTO pgmem.notes (namespace, note_id, document_id, span_start, span_end, text, family,"
+                " role, confidence, model_id, embedding, created_at)"
+                " SELECT namespace, gen_random_uuid(), 'old', 0, 3, 'old', 'attacker', 'fact', 0.5, model_id,"
+                " embedding, now() - interval '30 days' FROM pgmem.notes WHERE family = 'attacker' LIMIT 1"
+            )
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            attacker.execute("UPDATE pgmem.notes SET created_at = created_at - interval '30 days'")
+        with pytest.raises(psycopg.DatabaseError):
+            simulate_arrival(attacker, "a", 30 * DAY, families=["attacker"])
+    with as_role(dsn, roles["reader"], "a") as reader:
+        pack = pgmem.pack(reader, QUESTION, namespace="a", embedder=hashing, budget=8)
+        assert pack.diagnostics.family("attacker").colluding
+        assert not any(item.family == "attacker" for item in pack.items)

@@ -20,23 +20,32 @@ the rest of the attacker's signature, and the alarm reads it from the pool alone
   each of its pool notes the highest word Jaccard with a note of the same family and
   another document; the :data:`ALARM_GROUP`-th highest of these (0 for a family with
   fewer pool notes). It reads nothing of the question.
+* the burst gate on collusion: ``burst_span`` and ``burst_lateness``, the write-time span
+  of the :data:`ALARM_GROUP` colluding notes (Jaccard with a same-family note of another
+  document at least the threshold) written closest together, and how long after the
+  namespace's creation the first of them was written (a group written ``burst_window``
+  or more after it is preferred); ``bound``, whether the family is bound to writer roles.
 
 The score is bounded in [0, 1]::
 
     echo_score = echo * duplicate_density ** 0.5 * (0.5 + 0.5 * max(support, concentration, newness))
-    score      = max(echo_score, collusion)   # with collusion opted in, else echo_score
+    late_burst = burst_span <= burst_window <= burst_lateness
+    score      = max(echo_score, collusion) if late_burst and not bound else echo_score
 
 Echo and near-duplication are both required by the echo score (a relevant article echoes
 the question but its sentences are not near-copies of each other; a chatty family
 repeats itself but not the question); support, concentration or newness make it
-stronger. Collusion, when opted in (``CalibrationParams.collusion_cap``), suffices:
-several notes of one family, written as separate documents, that are near-copies of each
-other are what an attacker writing variants of its claim looks like, whichever question
-the pool is for (genuine families on the evaluation slices stay below 0.25;
-docs/security.md) — and also what a genuine family writing templated notes (release
-notes, status lines) looks like, which is why it is measured and reported always but
-alarms only when opted in. A family alarms when
-``score >= alarm_threshold``. Pure numpy over the pool's texts: no I/O.
+stronger. Collusion (unless ``CalibrationParams.collusion_cap`` is None) suffices, but
+only for a late burst: several notes of one family, written as separate documents, that
+are near-copies of each other are what an attacker writing variants of its claim looks
+like, whichever question the pool is for (genuine families on the evaluation slices stay
+below 0.25; docs/security.md) — and also what a genuine family writing templated notes
+(release notes, status lines) looks like. The two differ in *when* the notes were
+written: the attacker writes its variants at once into an established namespace; a
+templated writer writes one note per build, day or event, or had its history loaded
+with the namespace. A family bound to writer roles is exempt (nobody else can write
+under it). A family alarms when ``score >= alarm_threshold``. Pure numpy over the
+pool's texts and write times: no I/O.
 """
 
 from __future__ import annotations
@@ -71,6 +80,11 @@ class FamilySignals:
     question_echo: list[float]
     support: list[float]
     collusion: list[float]
+    burst_span: list[float | None]
+    burst_lateness: list[float | None]
+    bound: list[bool]
+    #: Collusion reached the threshold in a late burst of an unbound family (and counts).
+    colluding: list[bool]
     score: list[float]
 
 
@@ -80,7 +94,9 @@ def family_signals(
     shrunk_z: _Array,
     tau: float,
     recency_window: float,
+    threshold: float | None = None,
     use_collusion: bool = False,
+    burst_window: float = 3_600.0,
 ) -> FamilySignals:
     """The alarm's inputs and score for each of ``families`` (the pool's, sorted).
 
@@ -98,18 +114,25 @@ def family_signals(
         The calibrator's tanh temperature.
     recency_window : float
         Seconds over which a family stops counting as new.
+    threshold : float or None
+        The alarm threshold: a note whose same-family near-copy Jaccard reaches it is a
+        colluding note (the burst gate reads their write times; None: no gate, no burst).
     use_collusion : bool
-        Whether the collusion input counts in the score (it is reported either way).
+        Whether the collusion input may count in the score (it is reported either way);
+        it counts for a late burst of an unbound family only.
+    burst_window : float
+        Seconds: the burst gate's window (``CalibrationParams.burst_window``).
     """
     aggregates = {aggregate.family: aggregate for aggregate in pool.families}
-    duplicates, echoes, collusions = _group_means(pool, families)
+    duplicates, echoes, collusions, within, family_of = _group_means(pool, families)
+    spans, latenesses = _bursts(pool, len(families), within, family_of, threshold, burst_window)
     size = max(pool.size, 1)
     notes = pool.namespace_notes
     namespace_age = pool.namespace_age_seconds
-    signals = FamilySignals([], [], [], [], [], [], [], [], [], [])
+    signals = FamilySignals([], [], [], [], [], [], [], [], [], [], [], [], [], [])
     ages_known = namespace_age is not None and recency_window > 0
-    for name, z, duplicate, question_echo, collusion in zip(
-        families, shrunk_z.tolist(), duplicates, echoes, collusions, strict=True
+    for name, z, duplicate, question_echo, collusion, span, lateness in zip(
+        families, shrunk_z.tolist(), duplicates, echoes, collusions, spans, latenesses, strict=True
     ):
         aggregate = aggregates[name]
         pool_share = aggregate.count / size
@@ -128,15 +151,67 @@ def family_signals(
         signals.question_echo.append(question_echo)
         signals.support.append(support)
         signals.collusion.append(collusion)
+        signals.burst_span.append(span)
+        signals.burst_lateness.append(lateness)
+        signals.bound.append(aggregate.bound)
+        late_burst = span is not None and lateness is not None and span <= burst_window <= lateness
+        counts = use_collusion and late_burst and not aggregate.bound
         echo_score = min(1.0, max(0.0, question_echo * math.sqrt(duplicate) * (0.5 + 0.5 * strength)))
-        signals.score.append(max(echo_score, collusion) if use_collusion else echo_score)
+        signals.colluding.append(counts and threshold is not None and collusion >= threshold)
+        signals.score.append(max(echo_score, collusion) if counts else echo_score)
     return signals
 
 
-def _group_means(pool: Pool, families: Sequence[str]) -> tuple[list[float], list[float], list[float]]:
+def _bursts(
+    pool: Pool,
+    family_count: int,
+    within: _Array,
+    family_of: npt.NDArray[np.int64],
+    threshold: float | None,
+    window: float,
+) -> tuple[list[float | None], list[float | None]]:
+    """Per family, the write-time span of its :data:`ALARM_GROUP` colluding notes written
+    closest together, and how long after the namespace's creation the first was written.
+
+    A colluding note is one whose same-family near-copy Jaccard (``within``) reaches
+    ``threshold``. Among the groups of :data:`ALARM_GROUP` colluding notes consecutive in
+    write time, the tightest of those written ``window`` or more after the namespace was
+    created is taken, else the tightest of all (ties: the later). None for both when a
+    family has fewer colluding notes with known write times, or the namespace's age is
+    unknown. Only families with that many colluding notes cost a loop iteration.
+    """
+    spans: list[float | None] = [None] * family_count
+    latenesses: list[float | None] = [None] * family_count
+    namespace_age = pool.namespace_age_seconds
+    if threshold is None or namespace_age is None or not len(within):
+        return spans, latenesses
+    colluding = within >= threshold
+    if not (np.bincount(family_of[colluding], minlength=family_count) >= ALARM_GROUP).any():
+        return spans, latenesses  # the common case: no family has a group of near-copies
+    ages = np.array([math.nan if c.age_seconds is None else c.age_seconds for c in pool.candidates], dtype=np.float64)
+    colluding &= ~np.isnan(ages)
+    members = np.bincount(family_of[colluding], minlength=family_count)
+    for family in np.flatnonzero(members >= ALARM_GROUP).tolist():
+        # Seconds from the namespace's creation to each note's write (the same now() for both).
+        written = np.sort(np.maximum(namespace_age - ages[colluding & (family_of == family)], 0.0))
+        first = written[: len(written) - ALARM_GROUP + 1]
+        span = written[ALARM_GROUP - 1 :] - first
+        late = first >= window
+        candidates = np.flatnonzero(late) if late.any() else np.arange(len(first))
+        # The tightest group; among equally tight ones, the latest.
+        best = candidates[np.lexsort((-first[candidates], span[candidates]))[0]]
+        spans[family] = float(span[best])
+        latenesses[family] = float(first[best])
+    return spans, latenesses
+
+
+def _group_means(
+    pool: Pool, families: Sequence[str]
+) -> tuple[list[float], list[float], list[float], _Array, npt.NDArray[np.int64]]:
     """Per family, the mean near-duplicate density and echo of its group (0 without notes),
     and its collusion: the :data:`ALARM_GROUP`-th highest Jaccard of its notes with a note
-    of the same family in another document (0 with fewer notes).
+    of the same family in another document (0 with fewer notes); per candidate, that
+    Jaccard and its family's index.
 
     A family's group is its (at most :data:`ALARM_GROUP`) most question-like notes, ties
     by pool order: an attacker writing for many questions has many notes in a pool, and
@@ -180,7 +255,7 @@ def _group_means(pool: Pool, families: Sequence[str]) -> tuple[list[float], list
     collusion = np.zeros(len(families))
     collusion[family_of[kth]] = within[kth]
     collusions: list[float] = collusion.tolist()
-    return duplicates, echoes, collusions
+    return duplicates, echoes, collusions, within, family_of
 
 
 def _clip(value: float) -> float:

@@ -232,10 +232,12 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
     floor_dominated = params.var_floor > spread
     names = [aggregate.family for aggregate in families]
     use_collusion = params.collusion_cap is not None
-    signals = family_signals(pool, names, shrunk_z, params.tau, params.recency_window, use_collusion)
     threshold = params.alarm_threshold
+    signals = family_signals(
+        pool, names, shrunk_z, params.tau, params.recency_window, threshold, use_collusion, params.burst_window
+    )
     alarmed = [threshold is not None and score >= threshold for score in signals.score]
-    colluding = [use_collusion and threshold is not None and collusion >= threshold for collusion in signals.collusion]
+    colluding = signals.colluding
     # The alarm is a defence, not a calibration: it quarantines in every mode but the
     # relevance-only ablation, degraded pool or not, so no mode ever rewards a flagged family.
     quarantined = [flag and mode != "relevance" for flag in alarmed]
@@ -269,6 +271,9 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
         quarantined,
         signals.collusion,
         colluding,
+        signals.burst_span,
+        signals.burst_lateness,
+        signals.bound,
         strict=True,
     )
     records = tuple(
@@ -304,6 +309,9 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
                 "quarantined": quarantined_f,
                 "collusion": collusion_f,
                 "colluding": colluding_f,
+                "burst_span": burst_span_f,
+                "burst_lateness": burst_lateness_f,
+                "bound": bound_f,
             },
         )
         for (
@@ -330,6 +338,9 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
             quarantined_f,
             collusion_f,
             colluding_f,
+            burst_span_f,
+            burst_lateness_f,
+            bound_f,
         ) in columns
     )
     return Calibration(mode, degraded, reasons, records, params.eps, params.quarantine_cap, params.collusion_cap)

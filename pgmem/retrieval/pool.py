@@ -7,7 +7,7 @@ same numbers with numpy, for tests, golden files and the evaluation harness.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -53,13 +53,18 @@ class Pool:
         *,
         query: str = "",
         namespace_counts: Mapping[str, int] | None = None,
+        namespace_age_seconds: float | None = None,
+        bound: Collection[str] = (),
     ) -> Pool:
         """Build a pool and compute its aggregates exactly as DESIGN §3.1 defines them.
 
         ``feedback`` maps a family to its summed (helpful, unhelpful) feedback weights;
         the namespace totals are their sums (families outside the pool included).
         ``query`` is the question; ``namespace_counts`` maps every family of the
-        namespace to its note count (the namespace's size is their sum).
+        namespace to its note count (the namespace's size is their sum);
+        ``namespace_age_seconds`` is how long ago the namespace was created (each
+        candidate's ``age_seconds`` says when it was written) and ``bound`` names the
+        families bound to writer roles.
         """
         rows = tuple(candidates)
         feedback = feedback or {}
@@ -68,7 +73,19 @@ class Pool:
         counts = namespace_counts or {}
         namespace_notes = int(sum(counts.values()))
         if not rows:
-            return cls(rows, 0, 0.0, 0.0, 0.0, (), helpful_total, unhelpful_total, query, namespace_notes)
+            return cls(
+                rows,
+                0,
+                0.0,
+                0.0,
+                0.0,
+                (),
+                helpful_total,
+                unhelpful_total,
+                query,
+                namespace_notes,
+                namespace_age_seconds,
+            )
         scores = np.array([c.base_score for c in rows], dtype=np.float64)
         size = len(rows)
         by_family: dict[str, list[Candidate]] = {}
@@ -83,6 +100,7 @@ class Pool:
                 feedback_helpful=float(feedback.get(name, (0.0, 0.0))[0]),
                 feedback_unhelpful=float(feedback.get(name, (0.0, 0.0))[1]),
                 namespace_count=int(counts.get(name, 0)),
+                bound=name in bound,
             )
             for name, members in sorted(by_family.items())
         )
@@ -99,4 +117,5 @@ class Pool:
             feedback_unhelpful=unhelpful_total,
             query=query,
             namespace_notes=namespace_notes,
+            namespace_age_seconds=namespace_age_seconds,
         )

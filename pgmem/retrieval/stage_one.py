@@ -121,6 +121,7 @@ def pool_from_rows(rows: list[dict[str, Any]], *, query: str) -> Pool:
                 time_boost=float(row["boost_time"]),
                 keyword_boost=float(row["boost_keyword"]),
                 handle_boost=float(row["boost_handle"]),
+                age_seconds=_seconds(row["note_age_seconds"]),
             )
         )
         families[family] = FamilyAggregate(
@@ -132,6 +133,7 @@ def pool_from_rows(rows: list[dict[str, Any]], *, query: str) -> Pool:
             float(row["family_feedback_unhelpful"]),
             int(row["family_namespace_count"]),
             _seconds(row["family_age_seconds"]),
+            bool(row["family_bound"]),
         )
     first = rows[0]
     return Pool(
