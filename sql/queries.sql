@@ -187,13 +187,10 @@ SELECT key, note_id FROM pgmem.entity_holders_v1(%(namespace)s, %(keys)s::text[]
 -- reads (each candidate's family totals and the namespace's) and what the family alarm
 -- reads (the family's notes in the namespace and its age, whether it is bound to writer
 -- roles, the namespace's size and age, each note's age: the burst gate on collusion), in
--- one statement. Each note's created_at is one primary-key probe per candidate (a scalar
--- subquery, so the planner never scans the namespace's notes for it); the bound families
--- are read once (an init plan).
+-- one statement. Each note's created_at comes with its row (stage_one_v1 reads it when
+-- it scores the candidate); the bound families are read once (an init plan).
 SELECT s.*,
-       extract(epoch FROM now() - (SELECT n.created_at FROM pgmem.notes AS n
-                                   WHERE n.namespace = %(namespace)s AND n.note_id = s.note_id))::float8
-           AS note_age_seconds,
+       extract(epoch FROM now() - s.created_at)::float8 AS note_age_seconds,
        s.family = ANY (ARRAY(SELECT w.family FROM pgmem.family_writers AS w
                              WHERE w.namespace = %(namespace)s)) AS family_bound,
        coalesce(r.helpful, 0) AS family_feedback_helpful,

@@ -856,7 +856,8 @@ CREATE FUNCTION pgmem.stage_one_v1(
         boost_entity double precision,
         boost_time double precision,
         boost_keyword double precision,
-        boost_handle double precision
+        boost_handle double precision,
+        created_at timestamptz
     )
     -- Dense top-k through the model's HNSW index,
     -- lexical top-k by BM25 over the notes holding the rarest query terms (ranked from the
@@ -1275,7 +1276,7 @@ BEGIN
     scored AS (
         SELECT n.note_id, n.external_id, n.document_id, n.span_start, n.span_end, n.text, n.context,
                n.family, n.role, n.confidence, n.source_ts, n.entities, n.time_tags, n.keywords,
-               n.handles, n.links,
+               n.handles, n.links, n.created_at,
                CASE WHEN v_cosines IS NULL THEN 1 - (n.embedding <=> p_query_embedding) ELSE c.cosine END AS cosine,
                coalesce(score.bm25, 0) AS bm25
         FROM unnest(v_candidates, v_cosines) AS c (note_id, cosine)
@@ -1362,7 +1363,7 @@ BEGIN
            -- H = -avg over rows of ln(m_f / N) = -sum_f (m_f / N) ln(m_f / N)
            greatest(-avg(ln(a.family_count::float8 / a.pool_size)) OVER (), 0),
            a.family_count::integer, a.family_score_sum, a.family_mean_confidence,
-           a.boost_entity, a.boost_time, a.boost_keyword, a.boost_handle
+           a.boost_entity, a.boost_time, a.boost_keyword, a.boost_handle, a.created_at
     FROM aggregated AS a
     ORDER BY a.base_score DESC, a.note_id;
 END;

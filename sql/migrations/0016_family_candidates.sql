@@ -5,16 +5,17 @@
 --   ids, in order, skipping a note once ``cap`` notes of its family were taken (NULL
 --   cap: the first ``keep``, no note read). The lexical top k goes through it; the
 --   dense search reads each note's family with its distance and thins in the same query.
--- * pgmem.stage_one_v1 gains a last parameter, family_candidates (default 12, as
---   StageOneParams; NULL: the rows of 0014, unchanged). With it, the dense and the
---   lexical top k each keep at most family_candidates notes of any one family; while
---   that leaves fewer than k, the search runs again 2 k, 4 k and 8 k deep and keeps
---   the first k under the cap (the lexical search under a bound or a filter: 4 k deep
---   at once). Where no family reaches the cap, each search runs once, as before.
---   A family that writes thousands of notes near every question could otherwise fill
---   every question's pool, so that quarantining the family left nothing else to pack.
---   A new parameter is a new signature: the function is dropped and created again,
---   with its grant.
+-- * pgmem.stage_one_v1 returns each candidate's created_at (its write time: the family
+--   alarm's burst gate reads it, 0017) and gains a last parameter, family_candidates
+--   (default 12, as StageOneParams; NULL: the rows of 0014, unchanged). With it, the
+--   dense and the lexical top k each keep at most family_candidates notes of any one
+--   family; while that leaves fewer than k, the search runs again 2 k, 4 k and 8 k
+--   deep and keeps the first k under the cap (the lexical search under a bound or a
+--   filter: 4 k deep at once). Where no family reaches the cap, each search runs once,
+--   as before. A family that writes thousands of notes near every question could
+--   otherwise fill every question's pool, so that quarantining the family left nothing
+--   else to pack. A new signature and a new output column: the function is dropped and
+--   created again, with its grant.
 
 DROP FUNCTION pgmem.stage_one_v1(text, text, vector, text, integer, integer, integer, integer, bigint,
     double precision, double precision, double precision, double precision, text[], double precision,
@@ -93,7 +94,8 @@ CREATE FUNCTION pgmem.stage_one_v1(
         boost_entity double precision,
         boost_time double precision,
         boost_keyword double precision,
-        boost_handle double precision
+        boost_handle double precision,
+        created_at timestamptz
     )
     -- Dense top-k through the model's HNSW index,
     -- lexical top-k by BM25 over the notes holding the rarest query terms (ranked from the
@@ -512,7 +514,7 @@ BEGIN
     scored AS (
         SELECT n.note_id, n.external_id, n.document_id, n.span_start, n.span_end, n.text, n.context,
                n.family, n.role, n.confidence, n.source_ts, n.entities, n.time_tags, n.keywords,
-               n.handles, n.links,
+               n.handles, n.links, n.created_at,
                CASE WHEN v_cosines IS NULL THEN 1 - (n.embedding <=> p_query_embedding) ELSE c.cosine END AS cosine,
                coalesce(score.bm25, 0) AS bm25
         FROM unnest(v_candidates, v_cosines) AS c (note_id, cosine)
@@ -599,7 +601,7 @@ BEGIN
            -- H = -avg over rows of ln(m_f / N) = -sum_f (m_f / N) ln(m_f / N)
            greatest(-avg(ln(a.family_count::float8 / a.pool_size)) OVER (), 0),
            a.family_count::integer, a.family_score_sum, a.family_mean_confidence,
-           a.boost_entity, a.boost_time, a.boost_keyword, a.boost_handle
+           a.boost_entity, a.boost_time, a.boost_keyword, a.boost_handle, a.created_at
     FROM aggregated AS a
     ORDER BY a.base_score DESC, a.note_id;
 END;
