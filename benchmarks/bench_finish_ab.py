@@ -7,6 +7,11 @@ pair of neighbouring blocks sees nearly the same load. It prints each tree's med
 per call and the per-block ratio B/A (median and quartiles)::
 
     python benchmarks/bench_finish_ab.py /path/to/before /path/to/after --blocks 24 --calls 100 [--cold]
+
+A tree whose candidates carry word hashes (migration 0016) gets them as stage one returns
+them: each ASCII note's ``word_hashes(text)`` (``pgmem.word_hashes_v1`` stores NULL for
+non-ASCII text); ``--no-hashes`` leaves them out (every note tokenised, as for notes
+written before 0016).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 
-def load_tree(tree: str, pool_count: int) -> tuple[Any, Any, list[Any], list[Any]]:
+def load_tree(tree: str, pool_count: int, hashes: bool) -> tuple[Any, Any, list[Any], list[Any]]:
     """Import pgmem from ``tree`` (fresh modules) and build its pools and requests."""
     for name in [m for m in sys.modules if m == "pgmem" or m.startswith("pgmem.") or m == "bench_finish"]:
         del sys.modules[name]
@@ -37,10 +42,21 @@ def load_tree(tree: str, pool_count: int) -> tuple[Any, Any, list[Any], list[Any
     if not bench.pgmem.__file__.startswith(tree):
         raise SystemExit(f"pgmem was not imported from {tree}: {bench.pgmem.__file__}")
     pools = bench.locomo_pools(bench.LOCOMO, 128, pool_count)
+    if hashes and hasattr(words, "word_hashes"):
+        pools = [with_stored_hashes(pool, words.word_hashes) for pool in pools]
     requests = [pipeline.prepare_pack(pool.query, embedder=embedder) for pool in pools]
     for request, pool in zip(requests, pools, strict=True):  # warm up
         pipeline.finish_pack(request, pool)
-    return pipeline.finish_pack, words._CONTENT_IDS.clear, pools, requests
+    memo = getattr(words, "_WORD_HASHES", None) or words._CONTENT_IDS
+    return pipeline.finish_pack, memo.clear, pools, requests
+
+
+def with_stored_hashes(pool: Any, word_hashes: Any) -> Any:
+    """``pool`` with each ASCII note's word hashes, as stage one returns them."""
+    candidates = tuple(
+        dataclasses.replace(c, word_hashes=word_hashes(c.text) if c.text.isascii() else None) for c in pool.candidates
+    )
+    return dataclasses.replace(pool, candidates=candidates)
 
 
 def main() -> None:
@@ -50,9 +66,10 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=100, help="finish_pack calls per block (100)")
     parser.add_argument("--pools", type=int, default=40, help="distinct LoCoMo pools (40)")
     parser.add_argument("--cold", action="store_true", help="forget every note's words before each call")
+    parser.add_argument("--no-hashes", action="store_true", help="candidates without stored word hashes")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).parent))
-    setups = [load_tree(str(Path(tree).resolve()), args.pools) for tree in args.trees]
+    setups = [load_tree(str(Path(tree).resolve()), args.pools, not args.no_hashes) for tree in args.trees]
     times: list[list[float]] = [[], []]
     calls = args.calls
     for block in range(args.blocks):

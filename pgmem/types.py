@@ -90,6 +90,9 @@ class Candidate:
     time_boost: float = 0.0
     keyword_boost: float = 0.0
     handle_boost: float = 0.0
+    #: The note's distinct words as 64-bit hashes (``pgmem.word_hashes_v1``), or None for a
+    #: note stored without them: the family alarm and the packer tokenise its text instead.
+    word_hashes: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
     def citation(self) -> Citation:

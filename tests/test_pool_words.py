@@ -70,7 +70,7 @@ def test_word_ids_count_what_words_count_and_rows_pick_nearest_duplicates(rows: 
 def test_a_memo_cleared_between_pools_gives_the_same_ids_relations() -> None:
     texts = ["Caroline: the harbour ferry", "Melanie: a ferry at the pier", "the the the", ""]
     before = PoolWords(texts, "ferry")
-    memo = words_module._CONTENT_IDS
+    memo = words_module._WORD_HASHES
     memo.clear()
     after = PoolWords(list(reversed(texts)), "ferry")
     assert after.content_sizes.tolist() == list(reversed(before.content_sizes.tolist()))

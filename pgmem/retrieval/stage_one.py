@@ -121,6 +121,7 @@ def pool_from_rows(rows: list[dict[str, Any]], *, query: str) -> Pool:
                 time_boost=float(row["boost_time"]),
                 keyword_boost=float(row["boost_keyword"]),
                 handle_boost=float(row["boost_handle"]),
+                word_hashes=row["word_hashes"],
             )
         )
         families[family] = FamilyAggregate(

@@ -4,20 +4,23 @@ A note's words are the ``\\w+`` runs of its lower-cased text; its *content* word
 those that are not stop words. The family alarm compares every note's content words
 with the question's and, for the notes it reads, with every other note's (word
 Jaccard); the packer compares all the words of the notes it reaches with those already
-packed. Each note text is tokenised once per process (a memo of word ids), and shared
-words are counted by sorting word ids (no BLAS call, no pairwise Python loop).
+packed. Words are compared as 64-bit hashes: stage one returns each note's distinct
+word hashes, computed by the database when the note was written
+(``pgmem.word_hashes_v1``, migration 0016); notes without them (written before, or
+non-ASCII text) are tokenised and hashed here the same way, once per process (a memo).
+Shared words are counted by sorting hashes (no BLAS call, no pairwise Python loop).
 
-Pure numpy and :mod:`re`: no I/O.
+Pure numpy, :mod:`hashlib` and :mod:`re`: no I/O.
 """
 
 from __future__ import annotations
 
-import itertools
+import hashlib
 import os
 import re
+import sys
 import threading
 from array import array
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Final
 
@@ -35,13 +38,17 @@ _ASCII_NON_WORD_TO_SPACE = bytes(code if chr(code).isalnum() or chr(code) == "_"
 )
 # The same keeping NUL, which joins new texts tokenised in one batch.
 _ASCII_NON_WORD_TO_SPACE_KEEP_NUL = b"\x00" + _ASCII_NON_WORD_TO_SPACE[1:]
-#: Up to this many question words, echo compares word ids one by one.
+#: Up to this many question words, echo compares word hashes one by one.
 _FEW_WORDS = 16
-#: Word ids are stored as C ints (the memo's bytes and numpy's intc agree on the layout).
-_ID_TYPE: Final = "i"
+#: Word hashes travel as little-endian int64 (pgmem.word_hashes_v1's bytea).
+_HASH: Final = np.dtype("<i8")
+_HASH_BYTES: Final = 8
+#: A hash's sign bit marks a stop word: content words are the hashes >= 0.
+_LOW_BITS: Final = (1 << 63) - 1
+_STOP_BIT: Final = 1 << 63
+_NATIVE_LITTLE_ENDIAN = sys.byteorder == "little"
 _Array = npt.NDArray[np.float64]
 _Ints = npt.NDArray[np.int64]
-_Ids = npt.NDArray[np.intc]
 
 
 def word_list(text: str) -> list[str]:
@@ -55,6 +62,34 @@ def word_list(text: str) -> list[str]:
 def content_words(text: str) -> frozenset[str]:
     """Lower-cased ``\\w+`` words of ``text`` without stop words."""
     return frozenset(word_list(text)).difference(STOPWORDS)
+
+
+def word_hash(word: str) -> int:
+    """``word``'s 64-bit hash as ``pgmem.word_hashes_v1`` stores it: the first 8 bytes of the
+    SHA-256 of its UTF-8 as a little-endian int64, negative for a stop word, else >= 0."""
+    value = int.from_bytes(hashlib.sha256(word.encode("utf-8")).digest()[:_HASH_BYTES], "little") & _LOW_BITS
+    return value - _STOP_BIT if word in STOPWORDS else value
+
+
+def _packed(hashes: Sequence[int]) -> bytes:
+    """Hashes as the bytes of little-endian int64s."""
+    values = array("q", hashes)
+    if not _NATIVE_LITTLE_ENDIAN:
+        values.byteswap()
+    return values.tobytes()
+
+
+def _unpacked(data: bytes) -> list[int]:
+    """The int64s of :func:`_packed` bytes."""
+    if _NATIVE_LITTLE_ENDIAN:
+        return memoryview(data).cast("q").tolist()
+    return np.frombuffer(data, dtype=_HASH).tolist()  # type: ignore[no-any-return]
+
+
+def word_hashes(text: str) -> bytes:
+    """The distinct words of ``text`` hashed (:func:`word_hash`), in byte order, packed as
+    little-endian int64s: for ASCII text, what ``pgmem.word_hashes_v1`` stores."""
+    return _packed([word_hash(word) for word in sorted(set(word_list(text)))])
 
 
 def _word_lists(texts: Sequence[str]) -> list[list[str]]:
@@ -71,31 +106,29 @@ def _word_lists(texts: Sequence[str]) -> list[list[str]]:
     return [next(batch).split() if text.isascii() else word_list(text) for text in texts]
 
 
-#: Stop words have the first ids of every vocabulary: a word id is a content word's when it is >= this.
-_FIRST_CONTENT_ID = len(STOPWORDS)
-_STOPWORDS_IN_ORDER = tuple(sorted(STOPWORDS))
+class _Vocabulary(dict[str, int]):
+    """Word -> :func:`word_hash`, computed on first lookup."""
+
+    def __missing__(self, word: str) -> int:
+        value = self[word] = word_hash(word)
+        return value
 
 
-class _ContentIds:
-    """A process-wide memo: a note text -> the ids of its distinct words.
+class _WordHashes:
+    """A process-wide memo: a note text -> its :func:`word_hashes`, for the notes stage one
+    returns without them (written before migration 0016, or non-ASCII text).
 
-    Notes are immutable and the same notes come back in pool after pool, so each text is
-    tokenised once per process, not once per pack. A text's ids are kept as a byte
-    string of C ints, so a pool's ids are one ``bytes.join`` away from a numpy array.
-    Ids come from one vocabulary, which starts with the stop words (ids below
-    :data:`_FIRST_CONTENT_ID`, given with the first text learnt); when the memo holds
-    more than ``max_characters`` of text or ``max_words`` words, both are cleared
-    together (never one without the other: a pool's ids must all come from the same
-    vocabulary). The ids never reach an output:
-    they only say which words are equal and which are stop words.
+    Notes are immutable and the same notes come back in pool after pool, so each such
+    text is tokenised and hashed once per process, not once per pack; each word is
+    hashed once (a vocabulary). When the memo holds more than ``max_characters`` of text
+    or ``max_words`` words, both are cleared.
     """
 
     def __init__(self, max_characters: int = 8_000_000, max_words: int = 1 << 20) -> None:
         self.max_characters = max_characters
         self.max_words = max_words
         self._lock = threading.Lock()
-        # A new word gets the next id on first lookup (the factory counts from 0 after each clear).
-        self._vocabulary: defaultdict[str, int] = defaultdict(itertools.count().__next__)
+        self._vocabulary = _Vocabulary()
         self._texts: dict[str, bytes] = {}
         self._characters = 0
 
@@ -110,43 +143,46 @@ class _ContentIds:
 
     def _forget(self) -> None:
         self._texts.clear()
-        self._vocabulary = defaultdict(itertools.count().__next__)
+        self._vocabulary = _Vocabulary()
         self._characters = 0
 
-    def lookup(self, texts: Sequence[str], question: frozenset[str]) -> tuple[list[bytes], list[int]]:
-        """Each text's distinct word ids, and the ids of the ``question`` words seen in any text."""
+    def lookup(self, texts: Sequence[str], known: Sequence[bytes | None] | None = None) -> list[bytes]:
+        """Each text's word hashes: ``known[i]`` where it is not None, else the memo's."""
         with self._lock:
             if self._characters > self.max_characters or len(self._vocabulary) > self.max_words:
                 self._forget()
-            known = self._texts
-            found = list(map(known.get, texts))
-            if None in found:
-                self._learn(list(dict.fromkeys(text for text, ids in zip(texts, found, strict=True) if ids is None)))
-                found = list(map(known.__getitem__, texts))
-            vocabulary = self._vocabulary
-            asked = [vocabulary[word] for word in question if word in vocabulary]
-        return found, asked  # type: ignore[return-value]  # every text is known now
+            memo = self._texts
+            if known is None:
+                found = list(map(memo.get, texts))
+            else:
+                found = [memo.get(text) if given is None else given for text, given in zip(texts, known, strict=True)]
+            missing = [index for index, hashes in enumerate(found) if hashes is None]
+            if missing:
+                self._learn(list(dict.fromkeys(texts[index] for index in missing)))
+                for index in missing:
+                    found[index] = memo[texts[index]]
+        return found  # type: ignore[return-value]  # every text is known now
+
+    def hashes(self, words: frozenset[str]) -> list[int]:
+        """The hashes of ``words`` (any order)."""
+        with self._lock:
+            lookup = self._vocabulary.__getitem__
+            return [lookup(word) for word in words]
 
     def _learn(self, texts: list[str]) -> None:
-        """Tokenise ``texts`` (new, distinct) and give their new words the next ids."""
-        lookup = self._vocabulary.__getitem__  # assigns ids to new words
-        if not self._vocabulary:
-            list(map(lookup, _STOPWORDS_IN_ORDER))  # ids 0 .. _FIRST_CONTENT_ID - 1
-        distinct = list(map(set, _word_lists(texts)))
-        # Set order: ids only ever say which words are equal, never reach an output.
-        ids = array(_ID_TYPE, list(map(lookup, itertools.chain.from_iterable(distinct)))).tobytes()
-        size = array(_ID_TYPE).itemsize
-        bounds = [size * end for end in itertools.accumulate(map(len, distinct), initial=0)]
-        self._texts.update(zip(texts, map(ids.__getitem__, map(slice, bounds[:-1], bounds[1:])), strict=True))
+        """Tokenise and hash ``texts`` (new, distinct)."""
+        lookup = self._vocabulary.__getitem__  # hashes new words
+        for text, words in zip(texts, _word_lists(texts), strict=True):
+            self._texts[text] = _packed(list(map(lookup, sorted(set(words)))))
         self._characters += sum(map(len, texts))
 
 
-_CONTENT_IDS = _ContentIds()
-os.register_at_fork(after_in_child=_CONTENT_IDS.reset_lock)
+_WORD_HASHES = _WordHashes()
+os.register_at_fork(after_in_child=_WORD_HASHES.reset_lock)
 
 
 class PoolWords:
-    """Each note's content words (as ids) and, on demand, all its words.
+    """Each note's content words (as hashes) and, on demand, all its words.
 
     Parameters
     ----------
@@ -154,20 +190,27 @@ class PoolWords:
         The pool's note texts, in candidate order.
     question : str
         The question the pool was searched for (the echo is measured against it).
+    hashes : sequence of bytes or None, optional
+        Each note's word hashes as stage one returns them (:func:`word_hashes`), None
+        for a note without them; the notes without are tokenised (memoised per process).
     """
 
-    def __init__(self, texts: Sequence[str], question: str = "") -> None:
+    def __init__(self, texts: Sequence[str], question: str = "", hashes: Sequence[bytes | None] | None = None) -> None:
         self.size = len(texts)
         self._texts = texts
         self._sets: dict[int, frozenset[str]] = {}
         self._id_sets: dict[int, frozenset[int]] = {}
         self._question = content_words(question)
-        self._per_note, self._asked = _CONTENT_IDS.lookup(texts, self._question)
-        every = np.frombuffer(b"".join(self._per_note), dtype=np.intc)
-        lengths = np.fromiter(map(len, self._per_note), dtype=np.int64, count=self.size) // every.itemsize
-        content = every >= _FIRST_CONTENT_ID
+        if hashes is not None and None not in hashes:
+            self._per_note: Sequence[bytes] = hashes  # type: ignore[assignment]  # no None in it
+        else:
+            self._per_note = _WORD_HASHES.lookup(texts, hashes)
+        self._asked = _WORD_HASHES.hashes(self._question) if self._question else []
+        every = np.frombuffer(b"".join(self._per_note), dtype=_HASH)
+        lengths = np.fromiter(map(len, self._per_note), dtype=np.int64, count=self.size) // _HASH_BYTES
+        content = every >= 0
         # One entry per (note, distinct content word), in note order.
-        self.content_ids: _Ids = every[content]
+        self.content_ids: _Ints = every[content]
         self.content_rows: _Ints = np.arange(self.size, dtype=np.int64).repeat(lengths)[content]
         self.content_sizes: _Array = np.bincount(self.content_rows, minlength=self.size).astype(np.float64)
 
@@ -179,10 +222,10 @@ class PoolWords:
         return found
 
     def word_ids(self, row: int) -> frozenset[int]:
-        """All the words of note ``row`` as ids: equal where :meth:`words` are, without tokenising."""
+        """All the words of note ``row`` as hashes: equal where :meth:`words` are, without tokenising."""
         found = self._id_sets.get(row)
         if found is None:
-            found = self._id_sets[row] = frozenset(memoryview(self._per_note[row]).cast(_ID_TYPE).tolist())
+            found = self._id_sets[row] = frozenset(_unpacked(self._per_note[row]))
         return found
 
     def echo(self) -> _Array:
