@@ -105,7 +105,7 @@ def _forgetter() -> Callable[[], None] | None:
 
 def with_stored_hashes(pools: list[Pool]) -> list[Pool]:
     """The pools with each ASCII note's word hashes, as stage one returns them (migration
-    0016; NULL for non-ASCII text); unchanged for a pgmem without them."""
+    0016; NULL for text the database does not hash); unchanged for a pgmem without them."""
     from pgmem.retrieval import words
 
     if not hasattr(words, "word_hashes"):
@@ -114,7 +114,9 @@ def with_stored_hashes(pools: list[Pool]) -> list[Pool]:
         dataclasses.replace(
             pool,
             candidates=tuple(
-                dataclasses.replace(c, word_hashes=words.word_hashes(c.text) if c.text.isascii() else None)
+                dataclasses.replace(
+                    c, word_hashes=words.word_hashes(c.text) if words.hashed_by_database(c.text) else None
+                )
                 for c in pool.candidates
             ),
         )

@@ -9,8 +9,8 @@ per call and the per-block ratio B/A (median and quartiles)::
     python benchmarks/bench_finish_ab.py /path/to/before /path/to/after --blocks 24 --calls 100 [--cold]
 
 A tree whose candidates carry word hashes (migration 0016) gets them as stage one returns
-them: each ASCII note's ``word_hashes(text)`` (``pgmem.word_hashes_v1`` stores NULL for
-non-ASCII text); ``--no-hashes`` leaves them out (every note tokenised, as for notes
+them: ``word_hashes(text)`` for each note whose text ``pgmem.word_hashes_v1`` hashes
+(``hashed_by_database``), None for the others; ``--no-hashes`` leaves them out (every note tokenised, as for notes
 written before 0016).
 """
 
@@ -43,7 +43,7 @@ def load_tree(tree: str, pool_count: int, hashes: bool) -> tuple[Any, Any, list[
         raise SystemExit(f"pgmem was not imported from {tree}: {bench.pgmem.__file__}")
     pools = bench.locomo_pools(bench.LOCOMO, 128, pool_count)
     if hashes and hasattr(words, "word_hashes"):
-        pools = [with_stored_hashes(pool, words.word_hashes) for pool in pools]
+        pools = [with_stored_hashes(pool, words) for pool in pools]
     requests = [pipeline.prepare_pack(pool.query, embedder=embedder) for pool in pools]
     for request, pool in zip(requests, pools, strict=True):  # warm up
         pipeline.finish_pack(request, pool)
@@ -51,10 +51,11 @@ def load_tree(tree: str, pool_count: int, hashes: bool) -> tuple[Any, Any, list[
     return pipeline.finish_pack, memo.clear, pools, requests
 
 
-def with_stored_hashes(pool: Any, word_hashes: Any) -> Any:
-    """``pool`` with each ASCII note's word hashes, as stage one returns them."""
+def with_stored_hashes(pool: Any, words: Any) -> Any:
+    """``pool`` with its notes' word hashes as stage one returns them (``words``: the tree's module)."""
     candidates = tuple(
-        dataclasses.replace(c, word_hashes=word_hashes(c.text) if c.text.isascii() else None) for c in pool.candidates
+        dataclasses.replace(c, word_hashes=words.word_hashes(c.text) if words.hashed_by_database(c.text) else None)
+        for c in pool.candidates
     )
     return dataclasses.replace(pool, candidates=candidates)
 

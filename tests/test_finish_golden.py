@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from pgmem.ingestion.entities import STOPWORDS
 from pgmem.retrieval import words as words_module
 from pgmem.retrieval.pool import Pool
-from pgmem.retrieval.words import PoolWords, word_hashes, word_list
+from pgmem.retrieval.words import PoolWords, hashed_by_database, word_hashes, word_list
 
 PATHS = sorted(FINISH_DIR.glob("*.json"))
 
@@ -46,12 +46,12 @@ def test_finish_reproduces_the_recorded_pack(path: Path) -> None:
 
 
 def _stored_hashes(which: str) -> Callable[[Pool], Pool]:
-    """Candidates carrying word hashes as stage one returns them: for the ASCII texts (what
-    pgmem.word_hashes_v1 stores), for every text, or for every other row (a pool of notes
+    """Candidates carrying word hashes as stage one returns them: for the texts
+    pgmem.word_hashes_v1 hashes, for every text, or for every other row (a pool of notes
     written before and after migration 0016)."""
 
     def keep(row: int, text: str) -> bool:
-        return {"ascii": text.isascii(), "every": True, "alternate": row % 2 == 0}[which]
+        return {"database": hashed_by_database(text), "every": True, "alternate": row % 2 == 0}[which]
 
     def change(pool: Pool) -> Pool:
         candidates = tuple(
@@ -63,7 +63,7 @@ def _stored_hashes(which: str) -> Callable[[Pool], Pool]:
     return change
 
 
-@pytest.mark.parametrize("which", ["ascii", "every", "alternate"])
+@pytest.mark.parametrize("which", ["database", "every", "alternate"])
 @pytest.mark.parametrize("path", PATHS, ids=[path.stem for path in PATHS])
 def test_stored_word_hashes_give_the_recorded_pack(path: Path, which: str) -> None:
     record = _load(path)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any
 
 import psycopg
@@ -24,7 +25,7 @@ from pgmem.ingestion.entities import COMMON_WORDS, STOPWORDS
 from pgmem.retrieval.pipeline import finish_pack, prepare_pack
 from pgmem.retrieval.pool import Pool
 from pgmem.retrieval.stage_one import run_stage_one, stage_one_arguments
-from pgmem.retrieval.words import word_hash, word_hashes
+from pgmem.retrieval.words import DATABASE_HASHED_CHARACTERS, hashed_by_database, word_hash, word_hashes
 
 TEXTS = [
     "Caroline went to the LGBTQ support group on 7 May 2023; she said it was powerful!",
@@ -32,8 +33,9 @@ TEXTS = [
     "Caroline went to the LGBTQ support group on 7 May 2023, she said it was powerful.",
     "the of and a to",
     "x-ray_v2 3.14 a__b ... (tab\there) ACME-1042 https://example.org/notes?q=1",
-    "Café NAÏVE 東京 données",  # not ASCII: NULL, the read path tokenises it
+    "Café NAÏVE 東京 données",  # letters beyond ASCII: NULL, the read path tokenises it
     "\u212aelvin",  # the Kelvin sign lower-cases to an ASCII k in Python, not in SQL: NULL
+    "It\u2019s \u201cdone\u201d \u2013 20\u00a0% \u00d7 2\u2026 \U0001f389\ufe0f\u200d!",  # hashed
 ]
 
 
@@ -46,7 +48,20 @@ def _sql_hashes(conn: psycopg.Connection[Any], texts: list[str]) -> list[bytes |
 
 
 def _expected(text: str) -> bytes | None:
-    return word_hashes(text) if text.isascii() else None
+    return word_hashes(text) if hashed_by_database(text) else None
+
+
+def test_the_database_hashes_only_text_it_splits_as_python_does(conn: psycopg.Connection[Any]) -> None:
+    definition = conn.execute("SELECT pg_get_functiondef('pgmem.word_hashes_v1'::regproc)").fetchone()[0]
+    assert f"!~ '[^{DATABASE_HASHED_CHARACTERS}]'" in definition
+    # Every character beyond ASCII that it accepts is no word character for Python's \w
+    # and is left alone by lower-casing, so [a-z0-9_]+ finds word_list's words.
+    accepted = re.compile(f"[{DATABASE_HASHED_CHARACTERS}]")
+    word = re.compile(r"\w")
+    extra = [chr(code) for code in range(0x80, 0x110000) if accepted.match(chr(code))]
+    assert len(extra) > 2000
+    assert [c for c in extra if word.match(c) or c.lower() != c] == []
+    assert hashed_by_database("\u2019\U0001f389") and not hashed_by_database("caf\u00e9")
 
 
 def test_the_database_hashes_words_as_the_read_path_does(conn: psycopg.Connection[Any]) -> None:
@@ -60,13 +75,23 @@ def test_the_database_hashes_words_as_the_read_path_does(conn: psycopg.Connectio
     # Stop words, and only they, carry the sign bit (the two word lists agree).
     assert all(word_hash(word) < 0 for word in STOPWORDS)
     assert all(word_hash(word) >= 0 for word in COMMON_WORDS - STOPWORDS)
-    assert sum(1 for text in golden if not text.isascii()) > 0  # the NULL case is exercised
+    assert any(not hashed_by_database(text) for text in golden)  # the NULL case is exercised
+
+
+# Accepted punctuation and emoji, and letters that send a text to the read path.
+_BEYOND_ASCII = ["\u2019", "\u201c", "\u2014", "\u00a0", "\u00d7", "\U0001f389", "\ufe0f", "\u00e9", "\u212a", "\u0130"]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.text(st.characters(min_codepoint=1, max_codepoint=127), max_size=60), min_size=1, max_size=20))
-def test_any_ascii_text_hashes_alike_in_sql_and_python(conn: psycopg.Connection[Any], texts: list[str]) -> None:
-    assert _sql_hashes(conn, texts) == [word_hashes(text) for text in texts]
+@given(
+    st.lists(
+        st.text(st.characters(min_codepoint=1, max_codepoint=127) | st.sampled_from(_BEYOND_ASCII), max_size=60),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_any_text_hashes_alike_in_sql_and_python(conn: psycopg.Connection[Any], texts: list[str]) -> None:
+    assert _sql_hashes(conn, texts) == [_expected(text) for text in texts]
 
 
 def _stored(conn: psycopg.Connection[Any], namespace: str) -> dict[str, bytes | None]:

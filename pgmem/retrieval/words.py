@@ -7,7 +7,7 @@ Jaccard); the packer compares all the words of the notes it reaches with those a
 packed. Words are compared as 64-bit hashes: stage one returns each note's distinct
 word hashes, computed by the database when the note was written
 (``pgmem.word_hashes_v1``, migration 0016); notes without them (written before, or
-non-ASCII text) are tokenised and hashed here the same way, once per process (a memo).
+text it leaves out) are tokenised and hashed here the same way, once per process (a memo).
 Shared words are counted by sorting hashes (no BLAS call, no pairwise Python loop).
 
 Pure numpy, :mod:`hashlib` and :mod:`re`: no I/O.
@@ -86,9 +86,25 @@ def _unpacked(data: bytes) -> list[int]:
     return np.frombuffer(data, dtype=_HASH).tolist()  # type: ignore[no-any-return]
 
 
+#: The characters of the texts ``pgmem.word_hashes_v1`` hashes (its regular expression's
+#: class): ASCII, and punctuation, symbols and emoji that are no word characters and that
+#: lower-casing leaves alone, so its ``[a-z0-9_]+`` split finds :func:`word_list`'s words.
+DATABASE_HASHED_CHARACTERS: Final = (
+    r"\u0001-\u007f\u00a0-\u00a9\u00ab-\u00b1\u00b4\u00b6-\u00b8\u00bb\u00bf\u00d7\u00f7\u2000-\u206f"
+    r"\u20a0-\u20c0\u2190-\u21ff\u2300-\u23ff\u2500-\u2775\u2794-\u27bf\ufe00-\ufe0f\U0001f300-\U0001f6ff"
+    r"\U0001f900-\U0001faff"
+)
+_DATABASE_HASHED = re.compile(f"[{DATABASE_HASHED_CHARACTERS}]*")
+
+
+def hashed_by_database(text: str) -> bool:
+    """Whether ``pgmem.word_hashes_v1`` stores ``text``'s hashes (else NULL: the read path tokenises it)."""
+    return _DATABASE_HASHED.fullmatch(text) is not None
+
+
 def word_hashes(text: str) -> bytes:
     """The distinct words of ``text`` hashed (:func:`word_hash`), in byte order, packed as
-    little-endian int64s: for ASCII text, what ``pgmem.word_hashes_v1`` stores."""
+    little-endian int64s: what ``pgmem.word_hashes_v1`` stores when :func:`hashed_by_database`."""
     return _packed([word_hash(word) for word in sorted(set(word_list(text)))])
 
 
@@ -116,7 +132,7 @@ class _Vocabulary(dict[str, int]):
 
 class _WordHashes:
     """A process-wide memo: a note text -> its :func:`word_hashes`, for the notes stage one
-    returns without them (written before migration 0016, or non-ASCII text).
+    returns without them (written before migration 0016, or text the database does not hash).
 
     Notes are immutable and the same notes come back in pool after pool, so each such
     text is tokenised and hashed once per process, not once per pack; each word is

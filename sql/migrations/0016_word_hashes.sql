@@ -15,17 +15,19 @@
 
 ALTER TABLE pgmem.notes ADD COLUMN word_hashes bytea;
 
--- A note's distinct words as 64-bit hashes (the read path's word ids); NULL for non-ASCII text.
+-- A note's distinct words as 64-bit hashes (the read path's word ids); NULL for most non-ASCII text.
 CREATE FUNCTION pgmem.word_hashes_v1(body text) RETURNS bytea
-    -- The words are the [a-z0-9_] runs of the lower-cased text, as
-    -- pgmem.retrieval.words splits ASCII text (Python's \w+); non-ASCII text is NULL, and
-    -- the read path tokenises it (\w and lower-casing there are Unicode's, not the
-    -- server locale's). Each distinct word, in byte order, is the first 8 bytes of the
-    -- SHA-256 of its UTF-8, read as a little-endian int64 whose sign bit is set for a
-    -- stop word (pgmem.ingestion.entities.STOPWORDS) and cleared otherwise. The body
-    -- is parsed when the function is created: no search_path reaches it.
+    -- The words are the [a-z0-9_] runs of the lower-cased text, as pgmem.retrieval.words
+    -- splits it (Python's \w+ on str.lower()) when the text holds nothing but ASCII and
+    -- the punctuation, symbols and emoji listed below, which neither language counts as
+    -- word characters nor changes by lower-casing (tests/test_word_hashes.py checks every
+    -- one). Any other text is NULL and the read path tokenises it: \w and lower-casing
+    -- there are Unicode's, not the server locale's. Each distinct word, in byte order, is
+    -- the first 8 bytes of the SHA-256 of its UTF-8, read as a little-endian int64 whose
+    -- sign bit is set for a stop word (pgmem.ingestion.entities.STOPWORDS) and cleared
+    -- otherwise. The body is parsed when the function is created: no search_path reaches it.
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-    RETURN CASE WHEN body !~ '[^\u0001-\u007f]' THEN (
+    RETURN CASE WHEN body !~ '[^\u0001-\u007f\u00a0-\u00a9\u00ab-\u00b1\u00b4\u00b6-\u00b8\u00bb\u00bf\u00d7\u00f7\u2000-\u206f\u20a0-\u20c0\u2190-\u21ff\u2300-\u23ff\u2500-\u2775\u2794-\u27bf\ufe00-\ufe0f\U0001f300-\U0001f6ff\U0001f900-\U0001faff]' THEN (
         SELECT coalesce(string_agg(
                    set_byte(h.digest, 7, CASE WHEN w.word = ANY (
             '{a, about, above, after, again, against, all, also, am, an, and, any, are, as, at, be, because,
@@ -129,7 +131,7 @@ CREATE FUNCTION pgmem.stage_one_v1(
     -- postings, or bounded by them), the neighbours of the best of them, their union scored
     -- (weighted cosine + weighted normalised BM25 + bounded facet and link boosts), and the
     -- pool aggregates by window functions, with each note's word hashes (NULL for notes
-    -- written before migration 0016 and for non-ASCII text). Rows come best base score first.
+    -- written before migration 0016 and for text it does not hash). Rows come best base score first.
     --
     --   SELECT * FROM pgmem.stage_one_v1('default', 'all-MiniLM-L6-v2-onnx-int8',
     --                                    '[0.01, ...]', 'Who founded the company?', k_dense => 30);
