@@ -810,8 +810,8 @@ CREATE FUNCTION pgmem.word_hashes_v1(body text) RETURNS bytea
                                          THEN get_byte(h.digest, 7) | 128 ELSE get_byte(h.digest, 7) & 127 END),
                    '\x'::bytea ORDER BY w.word COLLATE "C"), '\x'::bytea)
         FROM (SELECT DISTINCT u.word
-              FROM regexp_split_to_table(translate(body, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz'),
-                                         '[^a-z0-9_]+') AS u (word)
+              -- Lower-cased in the "C" collation: A-Z only, whatever the database's locale.
+              FROM regexp_split_to_table(lower(body COLLATE "C"), '[^a-z0-9_]+') AS u (word)
               WHERE u.word <> '') AS w
         CROSS JOIN LATERAL (SELECT substr(sha256(convert_to(w.word, 'UTF8')), 1, 8) AS digest) AS h)
     END;
