@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 
-def load_tree(tree: str, pool_count: int, hashes: bool) -> tuple[Any, Any, list[Any], list[Any]]:
+def load_tree(tree: str, pool_count: int, hashes: bool, texts_only: bool) -> tuple[Any, Any, list[Any], list[Any]]:
     """Import pgmem from ``tree`` (fresh modules) and build its pools and requests."""
     for name in [m for m in sys.modules if m == "pgmem" or m.startswith("pgmem.") or m == "bench_finish"]:
         del sys.modules[name]
@@ -48,7 +48,8 @@ def load_tree(tree: str, pool_count: int, hashes: bool) -> tuple[Any, Any, list[
     for request, pool in zip(requests, pools, strict=True):  # warm up
         pipeline.finish_pack(request, pool)
     memo = getattr(words, "_WORD_HASHES", None) or words._CONTENT_IDS
-    return pipeline.finish_pack, memo.clear, pools, requests
+    forget = memo.clear if not texts_only else memo._texts.clear  # both memos keep texts in _texts
+    return pipeline.finish_pack, forget, pools, requests
 
 
 def with_stored_hashes(pool: Any, words: Any) -> Any:
@@ -68,9 +69,14 @@ def main() -> None:
     parser.add_argument("--pools", type=int, default=40, help="distinct LoCoMo pools (40)")
     parser.add_argument("--cold", action="store_true", help="forget every note's words before each call")
     parser.add_argument("--no-hashes", action="store_true", help="candidates without stored word hashes")
+    parser.add_argument(
+        "--texts-only", action="store_true", help="with --cold: forget the note texts, keep the word vocabulary"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).parent))
-    setups = [load_tree(str(Path(tree).resolve()), args.pools, not args.no_hashes) for tree in args.trees]
+    setups = [
+        load_tree(str(Path(tree).resolve()), args.pools, not args.no_hashes, args.texts_only) for tree in args.trees
+    ]
     times: list[list[float]] = [[], []]
     calls = args.calls
     for block in range(args.blocks):
@@ -88,7 +94,15 @@ def main() -> None:
     before, after = times
     ratios = [b / a for a, b in zip(before, after, strict=True)]
     quartiles = statistics.quantiles(ratios, n=4)
-    memo = "cold (memo emptied before each call)" if args.cold else "warm"
+    memo = "warm"
+    if args.cold:
+        memo = (
+            "cold (note texts forgotten before each call)"
+            if args.texts_only
+            else "cold (memo emptied before each call)"
+        )
+    if args.no_hashes:
+        memo += ", no stored hashes"
     print(f"load average {os.getloadavg()[0]:.1f}; {memo}; {args.blocks} x {calls} calls per tree, alternated")
     for label, tree, values in (("A", args.trees[0], before), ("B", args.trees[1], after)):
         print(f"  {label} {tree}: CPU per call median {statistics.median(values):.3f} ms, min {min(values):.3f} ms")

@@ -16,11 +16,11 @@ Pure numpy, :mod:`hashlib` and :mod:`re`: no I/O.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import re
 import sys
 import threading
-from array import array
 from collections.abc import Sequence
 from typing import Final
 
@@ -71,12 +71,20 @@ def word_hash(word: str) -> int:
     return value - _STOP_BIT if word in STOPWORDS else value
 
 
+def _hashed(words: Sequence[str]) -> list[int]:
+    """:func:`word_hash` of each of ``words``, the bit operations done once for all."""
+    sha256 = hashlib.sha256
+    digests = b"".join([sha256(word.encode("utf-8")).digest()[:_HASH_BYTES] for word in words])
+    values = np.frombuffer(digests, dtype=_HASH) & _LOW_BITS
+    stop = np.fromiter(map(STOPWORDS.__contains__, words), dtype=bool, count=len(words))
+    values[stop] |= np.int64(-_STOP_BIT)  # the sign bit: v | 2**63 as int64 is v - 2**63
+    hashes: list[int] = values.tolist()
+    return hashes
+
+
 def _packed(hashes: Sequence[int]) -> bytes:
     """Hashes as the bytes of little-endian int64s."""
-    values = array("q", hashes)
-    if not _NATIVE_LITTLE_ENDIAN:
-        values.byteswap()
-    return values.tobytes()
+    return np.array(hashes, dtype=_HASH).tobytes()
 
 
 def _unpacked(data: bytes) -> list[int]:
@@ -187,9 +195,17 @@ class _WordHashes:
 
     def _learn(self, texts: list[str]) -> None:
         """Tokenise and hash ``texts`` (new, distinct)."""
-        lookup = self._vocabulary.__getitem__  # hashes new words
-        for text, words in zip(texts, _word_lists(texts), strict=True):
-            self._texts[text] = _packed(list(map(lookup, sorted(set(words)))))
+        vocabulary = self._vocabulary
+        distinct = list(map(set, _word_lists(texts)))
+        every = list(itertools.chain.from_iterable(distinct))
+        new = [word for word in set(every) if word not in vocabulary]  # not set.difference: it copies a dict subclass
+        if new:
+            vocabulary.update(zip(new, _hashed(new), strict=True))
+        # One array for all the texts, sliced per text; set order: the read path only asks
+        # which hashes are equal (word_hashes, what the database stores, is sorted by word).
+        packed = _packed(list(map(vocabulary.__getitem__, every)))
+        bounds = [_HASH_BYTES * end for end in itertools.accumulate(map(len, distinct), initial=0)]
+        self._texts.update(zip(texts, map(packed.__getitem__, map(slice, bounds[:-1], bounds[1:])), strict=True))
         self._characters += sum(map(len, texts))
 
 
