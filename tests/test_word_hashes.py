@@ -175,11 +175,9 @@ def test_a_writer_cannot_choose_its_notes_word_hashes(
         writer.execute(
             "CREATE FUNCTION public.sha256(bytea) RETURNS bytea LANGUAGE sql IMMUTABLE RETURN '\\x00'::bytea"
         )
-        writer.execute(
-            "CREATE FUNCTION public.translate(text, text, text) RETURNS text LANGUAGE sql IMMUTABLE RETURN ''"
-        )
+        writer.execute("CREATE FUNCTION public.lower(text) RETURNS text LANGUAGE sql IMMUTABLE RETURN ''")
         writer.execute("SET search_path = public, pg_catalog")
-        assert writer.execute("SELECT translate('abc', 'a', 'b'), sha256('x'::bytea)").fetchone() == ("", b"\x00")
+        assert writer.execute("SELECT lower('ABC'), sha256('x'::bytea)").fetchone() == ("", b"\x00")
         writer.execute(FORGED_NOTE.format(column="", value=""), ("honest", copy, copy))
         writer.commit()
     # Whoever inserts a value (here the owner, who may name every column), the trigger
@@ -192,5 +190,5 @@ def test_a_writer_cannot_choose_its_notes_word_hashes(
         ("honest", word_hashes(copy)),
         ("owner", word_hashes(copy)),
     ]
-    tenants.execute("DROP FUNCTION public.sha256(bytea), public.translate(text, text, text)")
+    tenants.execute("DROP FUNCTION public.sha256(bytea), public.lower(text)")
     tenants.execute(sql.SQL("REVOKE CREATE ON SCHEMA public FROM {}").format(sql.Identifier(roles["writer"])))

@@ -45,7 +45,7 @@ _HASH: Final = np.dtype("<i8")
 _HASH_BYTES: Final = 8
 #: A hash's sign bit marks a stop word: content words are the hashes >= 0.
 _LOW_BITS: Final = (1 << 63) - 1
-_STOP_BIT: Final = 1 << 63
+_SIGN_BIT: Final = np.int64(-(1 << 63))
 _NATIVE_LITTLE_ENDIAN = sys.byteorder == "little"
 _Array = npt.NDArray[np.float64]
 _Ints = npt.NDArray[np.int64]
@@ -67,17 +67,16 @@ def content_words(text: str) -> frozenset[str]:
 def word_hash(word: str) -> int:
     """``word``'s 64-bit hash as ``pgmem.word_hashes_v1`` stores it: the first 8 bytes of the
     SHA-256 of its UTF-8 as a little-endian int64, negative for a stop word, else >= 0."""
-    value = int.from_bytes(hashlib.sha256(word.encode("utf-8")).digest()[:_HASH_BYTES], "little") & _LOW_BITS
-    return value - _STOP_BIT if word in STOPWORDS else value
+    return _hashed([word])[0]
 
 
 def _hashed(words: Sequence[str]) -> list[int]:
-    """:func:`word_hash` of each of ``words``, the bit operations done once for all."""
+    """:func:`word_hash` of each of ``words`` (the bit operations done once for all)."""
     sha256 = hashlib.sha256
     digests = b"".join([sha256(word.encode("utf-8")).digest()[:_HASH_BYTES] for word in words])
     values = np.frombuffer(digests, dtype=_HASH) & _LOW_BITS
     stop = np.fromiter(map(STOPWORDS.__contains__, words), dtype=bool, count=len(words))
-    values[stop] |= np.int64(-_STOP_BIT)  # the sign bit: v | 2**63 as int64 is v - 2**63
+    values[stop] |= _SIGN_BIT  # v | 2**63 as an int64 is v - 2**63
     hashes: list[int] = values.tolist()
     return hashes
 
@@ -113,7 +112,7 @@ def hashed_by_database(text: str) -> bool:
 def word_hashes(text: str) -> bytes:
     """The distinct words of ``text`` hashed (:func:`word_hash`), in byte order, packed as
     little-endian int64s: what ``pgmem.word_hashes_v1`` stores when :func:`hashed_by_database`."""
-    return _packed([word_hash(word) for word in sorted(set(word_list(text)))])
+    return _packed(_hashed(sorted(set(word_list(text)))))
 
 
 def _word_lists(texts: Sequence[str]) -> list[list[str]]:
@@ -130,14 +129,6 @@ def _word_lists(texts: Sequence[str]) -> list[list[str]]:
     return [next(batch).split() if text.isascii() else word_list(text) for text in texts]
 
 
-class _Vocabulary(dict[str, int]):
-    """Word -> :func:`word_hash`, computed on first lookup."""
-
-    def __missing__(self, word: str) -> int:
-        value = self[word] = word_hash(word)
-        return value
-
-
 class _WordHashes:
     """A process-wide memo: a note text -> its :func:`word_hashes`, for the notes stage one
     returns without them (written before migration 0016, or text the database does not hash).
@@ -152,7 +143,7 @@ class _WordHashes:
         self.max_characters = max_characters
         self.max_words = max_words
         self._lock = threading.Lock()
-        self._vocabulary = _Vocabulary()
+        self._vocabulary: dict[str, int] = {}
         self._texts: dict[str, bytes] = {}
         self._characters = 0
 
@@ -167,7 +158,7 @@ class _WordHashes:
 
     def _forget(self) -> None:
         self._texts.clear()
-        self._vocabulary = _Vocabulary()
+        self._vocabulary = {}
         self._characters = 0
 
     def lookup(self, texts: Sequence[str], known: Sequence[bytes | None] | None = None) -> list[bytes]:
@@ -190,15 +181,18 @@ class _WordHashes:
     def hashes(self, words: frozenset[str]) -> list[int]:
         """The hashes of ``words`` (any order)."""
         with self._lock:
-            lookup = self._vocabulary.__getitem__
-            return [lookup(word) for word in words]
+            vocabulary = self._vocabulary
+            new = [word for word in words if word not in vocabulary]
+            if new:
+                vocabulary.update(zip(new, _hashed(new), strict=True))
+            return [vocabulary[word] for word in words]
 
     def _learn(self, texts: list[str]) -> None:
         """Tokenise and hash ``texts`` (new, distinct)."""
         vocabulary = self._vocabulary
         distinct = list(map(set, _word_lists(texts)))
         every = list(itertools.chain.from_iterable(distinct))
-        new = [word for word in set(every) if word not in vocabulary]  # not set.difference: it copies a dict subclass
+        new = [word for word in set(every) if word not in vocabulary]
         if new:
             vocabulary.update(zip(new, _hashed(new), strict=True))
         # One array for all the texts, sliced per text; set order: the read path only asks
