@@ -97,11 +97,31 @@ def synthetic_pools(rows: int) -> list[Pool]:
 
 def _forgetter() -> Callable[[], None] | None:
     """What empties the per-process memo of note words (None: this pgmem has none)."""
-    try:
-        from pgmem.retrieval.words import _CONTENT_IDS
-    except ImportError:
-        return None
-    return _CONTENT_IDS.clear
+    from pgmem.retrieval import words
+
+    memo = getattr(words, "_WORD_HASHES", None) or getattr(words, "_CONTENT_IDS", None)
+    return None if memo is None else memo.clear
+
+
+def with_stored_hashes(pools: list[Pool]) -> list[Pool]:
+    """The pools with each ASCII note's word hashes, as stage one returns them (migration
+    0016; NULL for text the database does not hash); unchanged for a pgmem without them."""
+    from pgmem.retrieval import words
+
+    if not hasattr(words, "word_hashes"):
+        return pools
+    return [
+        dataclasses.replace(
+            pool,
+            candidates=tuple(
+                dataclasses.replace(
+                    c, word_hashes=words.word_hashes(c.text) if words.hashed_by_database(c.text) else None
+                )
+                for c in pool.candidates
+            ),
+        )
+        for pool in pools
+    ]
 
 
 def main() -> None:
@@ -114,12 +134,15 @@ def main() -> None:
     parser.add_argument(
         "--cold", action="store_true", help="forget every note's words before each call (no per-process memo)"
     )
+    parser.add_argument("--no-hashes", action="store_true", help="candidates without stored word hashes")
     args = parser.parse_args()
     forget = _forgetter() if args.cold else None
     if args.data.is_file():
         pools, origin = locomo_pools(args.data, args.rows, args.pools), f"LoCoMo {args.data.name}"
     else:
         pools, origin = synthetic_pools(args.rows), "synthetic (bench_pack_python)"
+    if not args.no_hashes:
+        pools = with_stored_hashes(pools)
     requests = [prepare_pack(pool.query, embedder=HashingEmbedder()) for pool in pools]
     for request, pool in zip(requests, pools, strict=True):  # warm up
         finish_pack(request, pool)

@@ -7,6 +7,11 @@ pair of neighbouring blocks sees nearly the same load. It prints each tree's med
 per call and the per-block ratio B/A (median and quartiles)::
 
     python benchmarks/bench_finish_ab.py /path/to/before /path/to/after --blocks 24 --calls 100 [--cold]
+
+A tree whose candidates carry word hashes (migration 0016) gets them as stage one returns
+them: ``word_hashes(text)`` for each note whose text ``pgmem.word_hashes_v1`` hashes
+(``hashed_by_database``), None for the others; ``--no-hashes`` leaves them out (every note tokenised, as for notes
+written before 0016).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 
-def load_tree(tree: str, pool_count: int) -> tuple[Any, Any, list[Any], list[Any]]:
+def load_tree(tree: str, pool_count: int, hashes: bool, texts_only: bool) -> tuple[Any, Any, list[Any], list[Any]]:
     """Import pgmem from ``tree`` (fresh modules) and build its pools and requests."""
     for name in [m for m in sys.modules if m == "pgmem" or m.startswith("pgmem.") or m == "bench_finish"]:
         del sys.modules[name]
@@ -37,10 +42,23 @@ def load_tree(tree: str, pool_count: int) -> tuple[Any, Any, list[Any], list[Any
     if not bench.pgmem.__file__.startswith(tree):
         raise SystemExit(f"pgmem was not imported from {tree}: {bench.pgmem.__file__}")
     pools = bench.locomo_pools(bench.LOCOMO, 128, pool_count)
+    if hashes and hasattr(words, "word_hashes"):
+        pools = [with_stored_hashes(pool, words) for pool in pools]
     requests = [pipeline.prepare_pack(pool.query, embedder=embedder) for pool in pools]
     for request, pool in zip(requests, pools, strict=True):  # warm up
         pipeline.finish_pack(request, pool)
-    return pipeline.finish_pack, words._CONTENT_IDS.clear, pools, requests
+    memo = getattr(words, "_WORD_HASHES", None) or words._CONTENT_IDS
+    forget = memo.clear if not texts_only else memo._texts.clear  # both memos keep texts in _texts
+    return pipeline.finish_pack, forget, pools, requests
+
+
+def with_stored_hashes(pool: Any, words: Any) -> Any:
+    """``pool`` with its notes' word hashes as stage one returns them (``words``: the tree's module)."""
+    candidates = tuple(
+        dataclasses.replace(c, word_hashes=words.word_hashes(c.text) if words.hashed_by_database(c.text) else None)
+        for c in pool.candidates
+    )
+    return dataclasses.replace(pool, candidates=candidates)
 
 
 def main() -> None:
@@ -50,9 +68,15 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=100, help="finish_pack calls per block (100)")
     parser.add_argument("--pools", type=int, default=40, help="distinct LoCoMo pools (40)")
     parser.add_argument("--cold", action="store_true", help="forget every note's words before each call")
+    parser.add_argument("--no-hashes", action="store_true", help="candidates without stored word hashes")
+    parser.add_argument(
+        "--texts-only", action="store_true", help="with --cold: forget the note texts, keep the word vocabulary"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).parent))
-    setups = [load_tree(str(Path(tree).resolve()), args.pools) for tree in args.trees]
+    setups = [
+        load_tree(str(Path(tree).resolve()), args.pools, not args.no_hashes, args.texts_only) for tree in args.trees
+    ]
     times: list[list[float]] = [[], []]
     calls = args.calls
     for block in range(args.blocks):
@@ -70,7 +94,15 @@ def main() -> None:
     before, after = times
     ratios = [b / a for a, b in zip(before, after, strict=True)]
     quartiles = statistics.quantiles(ratios, n=4)
-    memo = "cold (memo emptied before each call)" if args.cold else "warm"
+    memo = "warm"
+    if args.cold:
+        memo = (
+            "cold (note texts forgotten before each call)"
+            if args.texts_only
+            else "cold (memo emptied before each call)"
+        )
+    if args.no_hashes:
+        memo += ", no stored hashes"
     print(f"load average {os.getloadavg()[0]:.1f}; {memo}; {args.blocks} x {calls} calls per tree, alternated")
     for label, tree, values in (("A", args.trees[0], before), ("B", args.trees[1], after)):
         print(f"  {label} {tree}: CPU per call median {statistics.median(values):.3f} ms, min {min(values):.3f} ms")

@@ -93,6 +93,9 @@ class Candidate:
     #: Seconds since the note was written (``pgmem.notes.created_at``, which writers
     #: cannot set; None = unknown): the family alarm's burst gate reads it.
     age_seconds: float | None = None
+    #: The note's distinct words as 64-bit hashes (``pgmem.word_hashes_v1``), or None for a
+    #: note stored without them: the family alarm and the packer tokenise its text instead.
+    word_hashes: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
     def citation(self) -> Citation:

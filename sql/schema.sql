@@ -130,6 +130,10 @@ CREATE TABLE pgmem.notes (
     lexeme_count integer GENERATED ALWAYS AS (
         pgmem.tsvector_token_count(pgmem.note_lexemes(context, text))
     ) STORED,
+    -- The note's distinct words as 64-bit hashes (pgmem.word_hashes_v1), set by the
+    -- notes_word_hashes trigger from the text; NULL for notes written before migration
+    -- 0018 and for text it does not hash (the read path tokenises those).
+    word_hashes bytea,
     PRIMARY KEY (namespace, note_id),
     CHECK (span_end > span_start),
     -- A note's offsets cover exactly its text's UTF-8 bytes, whoever inserts it.
@@ -799,6 +803,40 @@ CREATE FUNCTION pgmem.family_capped_v1(p_namespace text, p_notes uuid[], p_cap i
         LIMIT p_keep) END
 $$;
 
+-- A note's distinct words as 64-bit hashes (the read path's word ids); NULL for most non-ASCII text.
+CREATE FUNCTION pgmem.word_hashes_v1(body text) RETURNS bytea
+    -- The words are the [a-z0-9_] runs of the lower-cased text, as pgmem.retrieval.words
+    -- splits it (Python's \w+ on str.lower()) when the text holds nothing but ASCII and
+    -- the punctuation, symbols and emoji listed below, which neither language counts as
+    -- word characters nor changes by lower-casing (tests/test_word_hashes.py checks every
+    -- one). Any other text is NULL and the read path tokenises it: \w and lower-casing
+    -- there are Unicode's, not the server locale's. Each distinct word, in byte order, is
+    -- the first 8 bytes of the SHA-256 of its UTF-8, read as a little-endian int64 whose
+    -- sign bit is set for a stop word (pgmem.ingestion.entities.STOPWORDS) and cleared
+    -- otherwise. The body is parsed when the function is created: no search_path reaches it.
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    RETURN CASE WHEN body !~ '[^\u0001-\u007f\u00a0-\u00a9\u00ab-\u00b1\u00b4\u00b6-\u00b8\u00bb\u00bf\u00d7\u00f7\u2000-\u206f\u20a0-\u20c0\u2190-\u21ff\u2300-\u23ff\u2500-\u2775\u2794-\u27bf\ufe00-\ufe0f\U0001f300-\U0001f6ff\U0001f900-\U0001faff]' THEN (
+        SELECT coalesce(string_agg(
+                   set_byte(h.digest, 7, CASE WHEN w.word = ANY (
+            '{a, about, above, after, again, against, all, also, am, an, and, any, are, as, at, be, because,
+             been, before, being, below, between, both, but, by, can, could, did, do, does, doing, down,
+             during, each, few, for, from, further, get, going, gonna, got, had, has, have, having, he,
+             hello, her, here, hers, herself, hey, hi, him, himself, his, how, i, if, in, into, is, it, its,
+             itself, just, like, many, me, more, most, much, my, myself, no, nor, not, now, of, off, oh, ok,
+             okay, on, once, one, only, or, other, our, ours, ourselves, out, over, own, really, same, she,
+             should, so, some, such, than, thank, thanks, that, the, their, theirs, them, themselves, then,
+             there, these, they, this, those, through, to, too, under, until, up, very, was, we, well, were,
+             what, when, where, which, while, who, whom, whose, why, will, with, would, yeah, yes, you, your,
+             yours, yourself, yourselves}'::text[])
+                                         THEN get_byte(h.digest, 7) | 128 ELSE get_byte(h.digest, 7) & 127 END),
+                   '\x'::bytea ORDER BY w.word COLLATE "C"), '\x'::bytea)
+        FROM (SELECT DISTINCT u.word
+              -- Lower-cased in the "C" collation: A-Z only, whatever the database's locale.
+              FROM regexp_split_to_table(lower(body COLLATE "C"), '[^a-z0-9_]+') AS u (word)
+              WHERE u.word <> '') AS w
+        CROSS JOIN LATERAL (SELECT substr(sha256(convert_to(w.word, 'UTF8')), 1, 8) AS digest) AS h)
+    END;
+
 -- Stage one of the read path (DESIGN §3.1): the scored candidate pool of one query.
 CREATE FUNCTION pgmem.stage_one_v1(
     p_namespace text,
@@ -857,15 +895,18 @@ CREATE FUNCTION pgmem.stage_one_v1(
         boost_time double precision,
         boost_keyword double precision,
         boost_handle double precision,
-        created_at timestamptz
+        created_at timestamptz,
+        word_hashes bytea
     )
     -- Dense top-k through the model's HNSW index,
     -- lexical top-k by BM25 over the notes holding the rarest query terms (ranked from the
     -- postings, or bounded by them), the neighbours of the best of them, their union scored
     -- (weighted cosine + weighted normalised BM25 + bounded facet and link boosts), and the
-    -- pool aggregates by window functions. Rows come best base score first. With
-    -- family_candidates, no provenance family holds more than that many of the dense top
-    -- k, nor of the lexical top k (searched again up to 8k deep while the cap leaves < k).
+    -- pool aggregates by window functions, with each note's write time and word hashes
+    -- (NULL for notes written before migration 0018 and for text it does not hash). Rows
+    -- come best base score first. With family_candidates, no provenance family holds more
+    -- than that many of the dense top k, nor of the lexical top k (searched again up to
+    -- 8k deep while the cap leaves < k).
     --
     --   SELECT * FROM pgmem.stage_one_v1('default', 'all-MiniLM-L6-v2-onnx-int8',
     --                                    '[0.01, ...]', 'Who founded the company?', k_dense => 30);
@@ -1276,7 +1317,7 @@ BEGIN
     scored AS (
         SELECT n.note_id, n.external_id, n.document_id, n.span_start, n.span_end, n.text, n.context,
                n.family, n.role, n.confidence, n.source_ts, n.entities, n.time_tags, n.keywords,
-               n.handles, n.links, n.created_at,
+               n.handles, n.links, n.created_at, n.word_hashes,
                CASE WHEN v_cosines IS NULL THEN 1 - (n.embedding <=> p_query_embedding) ELSE c.cosine END AS cosine,
                coalesce(score.bm25, 0) AS bm25
         FROM unnest(v_candidates, v_cosines) AS c (note_id, cosine)
@@ -1363,7 +1404,7 @@ BEGIN
            -- H = -avg over rows of ln(m_f / N) = -sum_f (m_f / N) ln(m_f / N)
            greatest(-avg(ln(a.family_count::float8 / a.pool_size)) OVER (), 0),
            a.family_count::integer, a.family_score_sum, a.family_mean_confidence,
-           a.boost_entity, a.boost_time, a.boost_keyword, a.boost_handle, a.created_at
+           a.boost_entity, a.boost_time, a.boost_keyword, a.boost_handle, a.created_at, a.word_hashes
     FROM aggregated AS a
     ORDER BY a.base_score DESC, a.note_id;
 END;
@@ -1711,6 +1752,17 @@ CREATE FUNCTION pgmem.unbind_family_v1(p_namespace text, p_family text, p_roles 
 END;
 
 -- Trigger functions ----------------------------------------------------------------------
+
+-- Trigger: a new note's word hashes come from its text, never from the inserting role.
+CREATE FUNCTION pgmem.hash_note_words_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pgmem, pg_temp
+    AS $$
+BEGIN
+    NEW.word_hashes := pgmem.word_hashes_v1(NEW.text);
+    RETURN NEW;
+END;
+$$;
 
 -- Refuse UPDATE, DELETE and TRUNCATE of notes (PM001), except forget's own DELETE.
 CREATE FUNCTION pgmem.reject_note_change_v1() RETURNS trigger
@@ -2075,6 +2127,10 @@ CREATE TRIGGER notes_immutable_rows BEFORE UPDATE OR DELETE ON pgmem.notes
     FOR EACH ROW EXECUTE FUNCTION pgmem.reject_note_change_v1();
 CREATE TRIGGER notes_immutable_truncate BEFORE TRUNCATE ON pgmem.notes
     FOR EACH STATEMENT EXECUTE FUNCTION pgmem.reject_note_change_v1();
+
+-- A new note's word hashes come from its text, whatever the inserting role wrote there.
+CREATE TRIGGER notes_word_hashes BEFORE INSERT ON pgmem.notes
+    FOR EACH ROW EXECUTE FUNCTION pgmem.hash_note_words_v1();
 
 -- Statistics follow the notes actually written and deleted.
 CREATE TRIGGER notes_count_new AFTER INSERT ON pgmem.notes
@@ -2469,8 +2525,7 @@ GRANT INSERT ON pgmem.pack_log, pgmem.pack_log_families, pgmem.pack_log_items, p
 GRANT EXECUTE ON FUNCTION pgmem.tsvector_token_count, pgmem.note_lexemes, pgmem.bm25_term_v1, pgmem.bm25_v1,
     pgmem.filter_value_v1, pgmem.compile_filter_v1, pgmem.group_role_v1, pgmem.may_use_namespace_v1,
     pgmem.session_namespace_v1, pgmem.may_write_family_v1, pgmem.lexical_bound_v1, pgmem.family_capped_v1,
-    pgmem.stage_one_v1, pgmem.log_pack_v1,
-    pgmem.log_pack_v2, pgmem.check_family_writers_v1
+    pgmem.stage_one_v1, pgmem.log_pack_v1, pgmem.log_pack_v2, pgmem.check_family_writers_v1, pgmem.word_hashes_v1
     TO pgmem_reader;
 
 -- Writers: notes, feedback, supersede requests and compaction telemetry, by column. Who

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -124,8 +125,9 @@ def pool_from_record(record: dict[str, Any]) -> Pool:
     return pool
 
 
-def finish(record: dict[str, Any]) -> Pack:
-    """Pack the stored pool for the stored request, as pgmem.pack() would after stage one."""
+def finish(record: dict[str, Any], change: Callable[[Pool], Pool] | None = None) -> Pack:
+    """Pack the stored pool (passed through ``change`` if given) for the stored request, as
+    pgmem.pack() would after stage one."""
     request = prepare_pack(
         record["query"],
         embedder=HashingEmbedder(),
@@ -133,7 +135,8 @@ def finish(record: dict[str, Any]) -> Pack:
         calibration=CalibrationParams(**record["calibration"]),
         packing=PackParams(**record["packing"]),
     )
-    return finish_pack(request, pool_from_record(record))
+    pool = pool_from_record(record)
+    return finish_pack(request, change(pool) if change is not None else pool)
 
 
 def outcome(pack: Pack) -> dict[str, Any]:

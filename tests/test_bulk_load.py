@@ -87,9 +87,14 @@ def _stage_one(conn: psycopg.Connection[Any], embedder: HashingEmbedder) -> list
     for question, vector in zip(QUESTIONS, embedder.embed(QUESTIONS), strict=True):
         arguments = stage_one_arguments(NAMESPACE, embedder.name, vector, question, build_hints(question), params)
         rows = run(conn, "stage_one", arguments, prepare=False).fetchall()
-        # Every column but the ages of the family and namespace (the two stores were
-        # written moments apart).
-        pools.append(sorted(tuple(str(v) for k, v in row.items() if not k.endswith("_age_seconds")) for row in rows))
+        # Every column but the write times and ages of the notes, families and namespace
+        # (the two stores were written moments apart).
+        pools.append(
+            sorted(
+                tuple(str(v) for k, v in row.items() if not k.endswith("_age_seconds") and k != "created_at")
+                for row in rows
+            )
+        )
     return pools
 
 

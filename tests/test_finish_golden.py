@@ -7,9 +7,11 @@ also checked against a plain frozenset reference on random pools.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from hypothesis import strategies as st
 from pgmem.ingestion.entities import STOPWORDS
 from pgmem.retrieval import words as words_module
 from pgmem.retrieval.pool import Pool
-from pgmem.retrieval.words import PoolWords, word_list
+from pgmem.retrieval.words import PoolWords, hashed_by_database, word_hashes, word_list
 
 PATHS = sorted(FINISH_DIR.glob("*.json"))
 
@@ -41,6 +43,34 @@ def test_there_are_recorded_pools_of_128_rows() -> None:
 def test_finish_reproduces_the_recorded_pack(path: Path) -> None:
     record = _load(path)
     assert_matches(outcome(finish(record)), record["expected"])
+
+
+def _stored_hashes(which: str) -> Callable[[Pool], Pool]:
+    """Candidates carrying word hashes as stage one returns them: for the texts
+    pgmem.word_hashes_v1 hashes, for every text, or for every other row (a pool of notes
+    written before and after migration 0016)."""
+
+    def keep(row: int, text: str) -> bool:
+        return {"database": hashed_by_database(text), "every": True, "alternate": row % 2 == 0}[which]
+
+    def change(pool: Pool) -> Pool:
+        candidates = tuple(
+            dataclasses.replace(c, word_hashes=word_hashes(c.text) if keep(row, c.text) else None)
+            for row, c in enumerate(pool.candidates)
+        )
+        return dataclasses.replace(pool, candidates=candidates)
+
+    return change
+
+
+@pytest.mark.parametrize("which", ["database", "every", "alternate"])
+@pytest.mark.parametrize("path", PATHS, ids=[path.stem for path in PATHS])
+def test_stored_word_hashes_give_the_recorded_pack(path: Path, which: str) -> None:
+    record = _load(path)
+    words_module._WORD_HASHES.clear()
+    assert_matches(outcome(finish(record, _stored_hashes(which))), record["expected"])
+    if which == "every":  # nothing was tokenised: every note came with its hashes
+        assert not words_module._WORD_HASHES._texts
 
 
 def test_recorded_pools_exercise_the_alarm_and_every_order() -> None:
@@ -134,8 +164,8 @@ def test_echo_of_a_long_question_matches_the_reference() -> None:
 
 
 def test_the_word_memo_forgets_when_full_without_changing_results(monkeypatch: pytest.MonkeyPatch) -> None:
-    small = words_module._ContentIds(max_characters=200, max_words=30)
-    monkeypatch.setattr(words_module, "_CONTENT_IDS", small)
+    small = words_module._WordHashes(max_characters=200, max_words=30)
+    monkeypatch.setattr(words_module, "_WORD_HASHES", small)
     record = _load(PATHS[0])
     expected = record["expected"]
     for _ in range(3):  # every call overflows the bounds, so the memo is emptied in between

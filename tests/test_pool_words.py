@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from pgmem.ingestion.entities import STOPWORDS
 from pgmem.retrieval import words as words_module
-from pgmem.retrieval.words import PoolWords, word_list
+from pgmem.retrieval.words import PoolWords, word_hashes, word_list
 from pgmem.types import FamilyCalibration, PackItem, Rejection
 
 _WORD = re.compile(r"\w+")
@@ -70,7 +70,7 @@ def test_word_ids_count_what_words_count_and_rows_pick_nearest_duplicates(rows: 
 def test_a_memo_cleared_between_pools_gives_the_same_ids_relations() -> None:
     texts = ["Caroline: the harbour ferry", "Melanie: a ferry at the pier", "the the the", ""]
     before = PoolWords(texts, "ferry")
-    memo = words_module._CONTENT_IDS
+    memo = words_module._WORD_HASHES
     memo.clear()
     after = PoolWords(list(reversed(texts)), "ferry")
     assert after.content_sizes.tolist() == list(reversed(before.content_sizes.tolist()))
@@ -90,3 +90,14 @@ def test_records_built_from_fields_equal_constructed_ones(path: Any) -> None:
         names = [field.name for field in dataclasses.fields(instance)]
         assert list(vars(instance)) == names  # every field, in field order
         assert type(instance)(**vars(instance)) == instance
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(TEXTS) | st.text(max_size=40), max_size=12))
+def test_the_memo_hashes_texts_as_the_database_stores_them(texts: list[str]) -> None:
+    words_module._WORD_HASHES.clear()
+    found = words_module._WORD_HASHES.lookup(texts)
+    for text, hashes in zip(texts, found, strict=True):
+        # The memo keeps set order; word_hashes (what the database stores) is sorted by word.
+        assert sorted(words_module._unpacked(hashes)) == sorted(words_module._unpacked(word_hashes(text)))
+        assert len(hashes) == len(word_hashes(text))

@@ -290,7 +290,8 @@ def test_packs_during_ingest_see_each_batch_entirely_or_not_at_all(dsn: str, has
     size = 250
     markers = [f"qzx{name}" for name in names]
     batches = [_spans(name, size, family=f"batch-{name}", marker=markers[i]) for i, name in enumerate(names)]
-    stage_one = pgmem.StageOneParams(k_dense=10, k_lex=size * len(names))
+    # Every note of a batch in the pool: no family cap on the candidate searches.
+    stage_one = pgmem.StageOneParams(k_dense=10, k_lex=size * len(names), family_candidates=None)
     question = " ".join(markers)
     with psycopg.connect(dsn, autocommit=True) as seed:
         pgmem.ingest(seed, _spans("seed", 50, family="seed"), namespace="live", embedder=hashing)
@@ -329,11 +330,14 @@ def test_packs_during_ingest_see_each_batch_entirely_or_not_at_all(dsn: str, has
 
 def test_uncommitted_batch_is_invisible_to_packs(dsn: str, hashing: HashingEmbedder) -> None:
     batch = _spans("pending", 40, family="pending", marker="qzxpending")
+    whole_family = pgmem.StageOneParams(family_candidates=None)  # all 40 in the pool, or none
     with psycopg.connect(dsn, autocommit=True) as reader, psycopg.connect(dsn, autocommit=True) as writer:
         pgmem.ingest(writer, _spans("seed", 20, family="seed"), namespace="live", embedder=hashing)
 
         def pending_in_pool() -> int:
-            evidence = pgmem.pack(reader, "qzxpending widget", namespace="live", budget=1, embedder=hashing)
+            evidence = pgmem.pack(
+                reader, "qzxpending widget", namespace="live", budget=1, embedder=hashing, stage_one=whole_family
+            )
             return sum(f.count for f in evidence.diagnostics.families if f.family == "pending")
 
         with writer.transaction():

@@ -42,8 +42,9 @@ class Pool:
 
     @cached_property
     def words(self) -> PoolWords:
-        """The candidates' words, tokenised on first use and shared by the alarm and the packer."""
-        return PoolWords([candidate.text for candidate in self.candidates], self.query)
+        """The candidates' words (stored hashes, else tokenised), read once and shared by the alarm and the packer."""
+        texts = [candidate.text for candidate in self.candidates]
+        return PoolWords(texts, self.query, [candidate.word_hashes for candidate in self.candidates])
 
     @classmethod
     def from_candidates(

@@ -122,6 +122,7 @@ def pool_from_rows(rows: list[dict[str, Any]], *, query: str) -> Pool:
                 keyword_boost=float(row["boost_keyword"]),
                 handle_boost=float(row["boost_handle"]),
                 age_seconds=_seconds(row["note_age_seconds"]),
+                word_hashes=row["word_hashes"],
             )
         )
         families[family] = FamilyAggregate(

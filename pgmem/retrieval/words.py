@@ -4,20 +4,23 @@ A note's words are the ``\\w+`` runs of its lower-cased text; its *content* word
 those that are not stop words. The family alarm compares every note's content words
 with the question's and, for the notes it reads, with every other note's (word
 Jaccard); the packer compares all the words of the notes it reaches with those already
-packed. Each note text is tokenised once per process (a memo of word ids), and shared
-words are counted by sorting word ids (no BLAS call, no pairwise Python loop).
+packed. Words are compared as 64-bit hashes: stage one returns each note's distinct
+word hashes, computed by the database when the note was written
+(``pgmem.word_hashes_v1``, migration 0018); notes without them (written before, or
+text it leaves out) are tokenised and hashed here the same way, once per process (a memo).
+Shared words are counted by sorting hashes (no BLAS call, no pairwise Python loop).
 
-Pure numpy and :mod:`re`: no I/O.
+Pure numpy, :mod:`hashlib` and :mod:`re`: no I/O.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import re
+import sys
 import threading
-from array import array
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Final
 
@@ -35,13 +38,17 @@ _ASCII_NON_WORD_TO_SPACE = bytes(code if chr(code).isalnum() or chr(code) == "_"
 )
 # The same keeping NUL, which joins new texts tokenised in one batch.
 _ASCII_NON_WORD_TO_SPACE_KEEP_NUL = b"\x00" + _ASCII_NON_WORD_TO_SPACE[1:]
-#: Up to this many question words, echo compares word ids one by one.
+#: Up to this many question words, echo compares word hashes one by one.
 _FEW_WORDS = 16
-#: Word ids are stored as C ints (the memo's bytes and numpy's intc agree on the layout).
-_ID_TYPE: Final = "i"
+#: Word hashes travel as little-endian int64 (pgmem.word_hashes_v1's bytea).
+_HASH: Final = np.dtype("<i8")
+_HASH_BYTES: Final = 8
+#: A hash's sign bit marks a stop word: content words are the hashes >= 0.
+_LOW_BITS: Final = (1 << 63) - 1
+_SIGN_BIT: Final = np.int64(-(1 << 63))
+_NATIVE_LITTLE_ENDIAN = sys.byteorder == "little"
 _Array = npt.NDArray[np.float64]
 _Ints = npt.NDArray[np.int64]
-_Ids = npt.NDArray[np.intc]
 
 
 def word_list(text: str) -> list[str]:
@@ -55,6 +62,57 @@ def word_list(text: str) -> list[str]:
 def content_words(text: str) -> frozenset[str]:
     """Lower-cased ``\\w+`` words of ``text`` without stop words."""
     return frozenset(word_list(text)).difference(STOPWORDS)
+
+
+def word_hash(word: str) -> int:
+    """``word``'s 64-bit hash as ``pgmem.word_hashes_v1`` stores it: the first 8 bytes of the
+    SHA-256 of its UTF-8 as a little-endian int64, negative for a stop word, else >= 0."""
+    return _hashed([word])[0]
+
+
+def _hashed(words: Sequence[str]) -> list[int]:
+    """:func:`word_hash` of each of ``words`` (the bit operations done once for all)."""
+    sha256 = hashlib.sha256
+    digests = b"".join([sha256(word.encode("utf-8")).digest()[:_HASH_BYTES] for word in words])
+    values = np.frombuffer(digests, dtype=_HASH) & _LOW_BITS
+    stop = np.fromiter(map(STOPWORDS.__contains__, words), dtype=bool, count=len(words))
+    values[stop] |= _SIGN_BIT  # v | 2**63 as an int64 is v - 2**63
+    hashes: list[int] = values.tolist()
+    return hashes
+
+
+def _packed(hashes: Sequence[int]) -> bytes:
+    """Hashes as the bytes of little-endian int64s."""
+    return np.array(hashes, dtype=_HASH).tobytes()
+
+
+def _unpacked(data: bytes) -> list[int]:
+    """The int64s of :func:`_packed` bytes."""
+    if _NATIVE_LITTLE_ENDIAN:
+        return memoryview(data).cast("q").tolist()
+    return np.frombuffer(data, dtype=_HASH).tolist()  # type: ignore[no-any-return]
+
+
+#: The characters of the texts ``pgmem.word_hashes_v1`` hashes (its regular expression's
+#: class): ASCII, and punctuation, symbols and emoji that are no word characters and that
+#: lower-casing leaves alone, so its ``[a-z0-9_]+`` split finds :func:`word_list`'s words.
+DATABASE_HASHED_CHARACTERS: Final = (
+    r"\u0001-\u007f\u00a0-\u00a9\u00ab-\u00b1\u00b4\u00b6-\u00b8\u00bb\u00bf\u00d7\u00f7\u2000-\u206f"
+    r"\u20a0-\u20c0\u2190-\u21ff\u2300-\u23ff\u2500-\u2775\u2794-\u27bf\ufe00-\ufe0f\U0001f300-\U0001f6ff"
+    r"\U0001f900-\U0001faff"
+)
+_DATABASE_HASHED = re.compile(f"[{DATABASE_HASHED_CHARACTERS}]*")
+
+
+def hashed_by_database(text: str) -> bool:
+    """Whether ``pgmem.word_hashes_v1`` stores ``text``'s hashes (else NULL: the read path tokenises it)."""
+    return _DATABASE_HASHED.fullmatch(text) is not None
+
+
+def word_hashes(text: str) -> bytes:
+    """The distinct words of ``text`` hashed (:func:`word_hash`), in byte order, packed as
+    little-endian int64s: what ``pgmem.word_hashes_v1`` stores when :func:`hashed_by_database`."""
+    return _packed(_hashed(sorted(set(word_list(text)))))
 
 
 def _word_lists(texts: Sequence[str]) -> list[list[str]]:
@@ -71,31 +129,21 @@ def _word_lists(texts: Sequence[str]) -> list[list[str]]:
     return [next(batch).split() if text.isascii() else word_list(text) for text in texts]
 
 
-#: Stop words have the first ids of every vocabulary: a word id is a content word's when it is >= this.
-_FIRST_CONTENT_ID = len(STOPWORDS)
-_STOPWORDS_IN_ORDER = tuple(sorted(STOPWORDS))
+class _WordHashes:
+    """A process-wide memo: a note text -> its :func:`word_hashes`, for the notes stage one
+    returns without them (written before migration 0018, or text the database does not hash).
 
-
-class _ContentIds:
-    """A process-wide memo: a note text -> the ids of its distinct words.
-
-    Notes are immutable and the same notes come back in pool after pool, so each text is
-    tokenised once per process, not once per pack. A text's ids are kept as a byte
-    string of C ints, so a pool's ids are one ``bytes.join`` away from a numpy array.
-    Ids come from one vocabulary, which starts with the stop words (ids below
-    :data:`_FIRST_CONTENT_ID`, given with the first text learnt); when the memo holds
-    more than ``max_characters`` of text or ``max_words`` words, both are cleared
-    together (never one without the other: a pool's ids must all come from the same
-    vocabulary). The ids never reach an output:
-    they only say which words are equal and which are stop words.
+    Notes are immutable and the same notes come back in pool after pool, so each such
+    text is tokenised and hashed once per process, not once per pack; each word is
+    hashed once (a vocabulary). When the memo holds more than ``max_characters`` of text
+    or ``max_words`` words, both are cleared.
     """
 
     def __init__(self, max_characters: int = 8_000_000, max_words: int = 1 << 20) -> None:
         self.max_characters = max_characters
         self.max_words = max_words
         self._lock = threading.Lock()
-        # A new word gets the next id on first lookup (the factory counts from 0 after each clear).
-        self._vocabulary: defaultdict[str, int] = defaultdict(itertools.count().__next__)
+        self._vocabulary: dict[str, int] = {}
         self._texts: dict[str, bytes] = {}
         self._characters = 0
 
@@ -110,43 +158,57 @@ class _ContentIds:
 
     def _forget(self) -> None:
         self._texts.clear()
-        self._vocabulary = defaultdict(itertools.count().__next__)
+        self._vocabulary = {}
         self._characters = 0
 
-    def lookup(self, texts: Sequence[str], question: frozenset[str]) -> tuple[list[bytes], list[int]]:
-        """Each text's distinct word ids, and the ids of the ``question`` words seen in any text."""
+    def lookup(self, texts: Sequence[str], known: Sequence[bytes | None] | None = None) -> list[bytes]:
+        """Each text's word hashes: ``known[i]`` where it is not None, else the memo's."""
         with self._lock:
             if self._characters > self.max_characters or len(self._vocabulary) > self.max_words:
                 self._forget()
-            known = self._texts
-            found = list(map(known.get, texts))
-            if None in found:
-                self._learn(list(dict.fromkeys(text for text, ids in zip(texts, found, strict=True) if ids is None)))
-                found = list(map(known.__getitem__, texts))
+            memo = self._texts
+            if known is None:
+                found = list(map(memo.get, texts))
+            else:
+                found = [memo.get(text) if given is None else given for text, given in zip(texts, known, strict=True)]
+            missing = [index for index, hashes in enumerate(found) if hashes is None]
+            if missing:
+                self._learn(list(dict.fromkeys(texts[index] for index in missing)))
+                for index in missing:
+                    found[index] = memo[texts[index]]
+        return found  # type: ignore[return-value]  # every text is known now
+
+    def hashes(self, words: frozenset[str]) -> list[int]:
+        """The hashes of ``words`` (any order)."""
+        with self._lock:
             vocabulary = self._vocabulary
-            asked = [vocabulary[word] for word in question if word in vocabulary]
-        return found, asked  # type: ignore[return-value]  # every text is known now
+            new = [word for word in words if word not in vocabulary]
+            if new:
+                vocabulary.update(zip(new, _hashed(new), strict=True))
+            return [vocabulary[word] for word in words]
 
     def _learn(self, texts: list[str]) -> None:
-        """Tokenise ``texts`` (new, distinct) and give their new words the next ids."""
-        lookup = self._vocabulary.__getitem__  # assigns ids to new words
-        if not self._vocabulary:
-            list(map(lookup, _STOPWORDS_IN_ORDER))  # ids 0 .. _FIRST_CONTENT_ID - 1
+        """Tokenise and hash ``texts`` (new, distinct)."""
+        vocabulary = self._vocabulary
         distinct = list(map(set, _word_lists(texts)))
-        # Set order: ids only ever say which words are equal, never reach an output.
-        ids = array(_ID_TYPE, list(map(lookup, itertools.chain.from_iterable(distinct)))).tobytes()
-        size = array(_ID_TYPE).itemsize
-        bounds = [size * end for end in itertools.accumulate(map(len, distinct), initial=0)]
-        self._texts.update(zip(texts, map(ids.__getitem__, map(slice, bounds[:-1], bounds[1:])), strict=True))
+        every = list(itertools.chain.from_iterable(distinct))
+        new = [word for word in set(every) if word not in vocabulary]
+        if new:
+            vocabulary.update(zip(new, _hashed(new), strict=True))
+        # One array for all the texts, sliced per text; set order: the read path only asks
+        # which hashes are equal (word_hashes, what the database stores, is sorted by word).
+        packed = _packed(list(map(vocabulary.__getitem__, every)))
+        bounds = [_HASH_BYTES * end for end in itertools.accumulate(map(len, distinct), initial=0)]
+        self._texts.update(zip(texts, map(packed.__getitem__, map(slice, bounds[:-1], bounds[1:])), strict=True))
         self._characters += sum(map(len, texts))
 
 
-_CONTENT_IDS = _ContentIds()
-os.register_at_fork(after_in_child=_CONTENT_IDS.reset_lock)
+_WORD_HASHES = _WordHashes()
+os.register_at_fork(after_in_child=_WORD_HASHES.reset_lock)
 
 
 class PoolWords:
-    """Each note's content words (as ids) and, on demand, all its words.
+    """Each note's content words (as hashes) and, on demand, all its words.
 
     Parameters
     ----------
@@ -154,20 +216,27 @@ class PoolWords:
         The pool's note texts, in candidate order.
     question : str
         The question the pool was searched for (the echo is measured against it).
+    hashes : sequence of bytes or None, optional
+        Each note's word hashes as stage one returns them (:func:`word_hashes`), None
+        for a note without them; the notes without are tokenised (memoised per process).
     """
 
-    def __init__(self, texts: Sequence[str], question: str = "") -> None:
+    def __init__(self, texts: Sequence[str], question: str = "", hashes: Sequence[bytes | None] | None = None) -> None:
         self.size = len(texts)
         self._texts = texts
         self._sets: dict[int, frozenset[str]] = {}
         self._id_sets: dict[int, frozenset[int]] = {}
         self._question = content_words(question)
-        self._per_note, self._asked = _CONTENT_IDS.lookup(texts, self._question)
-        every = np.frombuffer(b"".join(self._per_note), dtype=np.intc)
-        lengths = np.fromiter(map(len, self._per_note), dtype=np.int64, count=self.size) // every.itemsize
-        content = every >= _FIRST_CONTENT_ID
+        if hashes is not None and None not in hashes:
+            self._per_note: Sequence[bytes] = hashes  # type: ignore[assignment]  # no None in it
+        else:
+            self._per_note = _WORD_HASHES.lookup(texts, hashes)
+        self._asked = _WORD_HASHES.hashes(self._question) if self._question else []
+        every = np.frombuffer(b"".join(self._per_note), dtype=_HASH)
+        lengths = np.fromiter(map(len, self._per_note), dtype=np.int64, count=self.size) // _HASH_BYTES
+        content = every >= 0
         # One entry per (note, distinct content word), in note order.
-        self.content_ids: _Ids = every[content]
+        self.content_ids: _Ints = every[content]
         self.content_rows: _Ints = np.arange(self.size, dtype=np.int64).repeat(lengths)[content]
         self.content_sizes: _Array = np.bincount(self.content_rows, minlength=self.size).astype(np.float64)
 
@@ -179,10 +248,10 @@ class PoolWords:
         return found
 
     def word_ids(self, row: int) -> frozenset[int]:
-        """All the words of note ``row`` as ids: equal where :meth:`words` are, without tokenising."""
+        """All the words of note ``row`` as hashes: equal where :meth:`words` are, without tokenising."""
         found = self._id_sets.get(row)
         if found is None:
-            found = self._id_sets[row] = frozenset(memoryview(self._per_note[row]).cast(_ID_TYPE).tolist())
+            found = self._id_sets[row] = frozenset(_unpacked(self._per_note[row]))
         return found
 
     def echo(self) -> _Array:
