@@ -1,11 +1,13 @@
-"""Migration 0016: stage one keeps at most ``family_candidates`` notes of one provenance
-family in its dense top k and in its lexical top k (issue 13, pool crowding).
+"""Migration 0016: stage one puts at most ``family_candidates`` notes of one provenance
+family ahead of other families' notes in its dense top k and in its lexical top k
+(issue 13, pool crowding); a family alone in its namespace loses nothing.
 
 Checked on every candidate path of stage_one_v1 (the lexical top k from postings, under
 a bound, with a metadata or role filter, the lexical side off), as properties that hold
-whatever the order of tied scores: no family above the cap in either list, nothing
-outside a deeper uncapped search, nothing lost by a family under the cap. Then the
-function that thins the lists, as an attacker with a login role would call it.
+whatever the order of tied scores: no family above the cap in either list while other
+families are there, nothing outside a deeper uncapped search, nothing lost by a family
+under the cap; a single-family namespace gets the uncapped pool. Then the function that
+spreads the lists, as an attacker with a login role would call it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from helpers import as_role
+from helpers import as_role, make_spans
 from psycopg.rows import dict_row
 from test_lexical_speed import NAMESPACE, QUESTIONS, _call, _spans
 
@@ -108,41 +110,62 @@ def test_a_cap_below_one_is_refused(journal: psycopg.Connection[Any], hashing: H
         journal.execute(_call("pgmem"), {**arguments, "family_candidates": 0})
 
 
-def test_the_thinning_function(journal: psycopg.Connection[Any]) -> None:
+def test_a_family_alone_in_its_namespace_loses_nothing(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    """One family (an agent's own notes, a single source): the cap has nothing to spread."""
+    texts = [f"Entry {i}: the lantern by the river was lit on day {i}." for i in range(80)]
+    pgmem.ingest(conn, make_spans(texts, family="only"), namespace="alone", embedder=hashing)
+    conn.row_factory = dict_row  # type: ignore[assignment]
+    question = "When was the lantern by the river lit?"
+    arguments = stage_one_arguments(
+        "alone", hashing.name, hashing.embed([question])[0], question, build_hints(question), pgmem.StageOneParams()
+    )
+    capped = conn.execute(_call("pgmem"), {**arguments, "family_candidates": 3}).fetchall()
+    plain = conn.execute(_call("pgmem"), {**arguments, "family_candidates": None}).fetchall()
+    assert len(capped) >= 50
+    assert {row["note_id"] for row in capped} == {row["note_id"] for row in plain}
+
+
+def test_the_spreading_function(journal: psycopg.Connection[Any]) -> None:
     rows = journal.execute(
         "SELECT note_id, family FROM pgmem.notes WHERE namespace = %s ORDER BY note_id", (NAMESPACE,)
     ).fetchall()
     ids = [row["note_id"] for row in rows]
     family = {row["note_id"]: row["family"] for row in rows}
+    families = [family[note] for note in ids]
 
-    def thinned(cap: int | None, keep: int) -> list[Any]:
+    def spread(cap: int | None, keep: int) -> dict[str, Any]:
         row = journal.execute(
-            "SELECT pgmem.family_capped_v1(%s, %s::uuid[], %s, %s) AS ids", (NAMESPACE, ids, cap, keep)
+            "SELECT * FROM pgmem.family_spread_v1(%s, %s::uuid[], %s, %s)", (NAMESPACE, ids, cap, keep)
         ).fetchone()
         assert row is not None
-        return list(row["ids"])
+        return dict(row)
 
-    assert thinned(None, 25) == ids[:25]
-    expected, seen = [], Counter[str]()
+    assert spread(None, 25)["notes"] == ids[:25]
+    within, past, seen = [], [], Counter[str]()
     for note in ids:
-        if seen[family[note]] < 2:
-            expected.append(note)
-            seen[family[note]] += 1
-    assert thinned(2, 100) == expected  # 7 families x 2, in input order
-    assert thinned(2, 5) == expected[:5]
+        seen[family[note]] += 1
+        (within if seen[family[note]] <= 2 else past).append(note)
+    # 7 families x 2 first, in input order, then everything else in input order.
+    got = spread(2, 300)
+    assert got["notes"] == within + past
+    assert (got["under_cap"], got["other_notes"]) == (14, 0)
+    assert got["crowding"] == sorted(set(families))
+    assert spread(2, 5)["notes"] == within[:5]
 
 
-def test_the_thinning_function_reads_only_the_callers_namespace(
+def test_the_spreading_function_reads_only_the_callers_namespace(
     tenants: psycopg.Connection[Any], dsn: str, roles: dict[str, str]
 ) -> None:
     """An attacker cannot learn another tenant's families through it, nor call it without a pgmem role."""
     hidden = [row[0] for row in tenants.execute("SELECT note_id FROM pgmem.notes WHERE namespace = 'b'")]
     own = [row[0] for row in tenants.execute("SELECT note_id FROM pgmem.notes WHERE namespace = 'a'")]
     assert hidden and own
-    probe = "SELECT pgmem.family_capped_v1(%s, %s::uuid[], 1, 10)"
+    probe = "SELECT notes, crowding FROM pgmem.family_spread_v1(%s, %s::uuid[], 1, 10)"
     with as_role(dsn, roles["reader"], "a") as reader:
-        assert reader.execute(probe, ("b", hidden)).fetchone() == ([],)
-        assert reader.execute(probe, ("a", hidden)).fetchone() == ([],)
-        assert reader.execute(probe, ("a", own)).fetchone() == (own[:1],)
+        assert reader.execute(probe, ("b", hidden)).fetchone() == ([], [])
+        assert reader.execute(probe, ("a", hidden)).fetchone() == ([], [])
+        assert reader.execute(probe, ("a", own)).fetchone() == (own[:1], [])
+        # Another tenant's statistics stay hidden too: its note count reads as nothing.
+        assert reader.execute("SELECT pgmem.notes_outside_v1('b', '{}')").fetchone() == (None,)
     with as_role(dsn, roles["stranger"], "a") as stranger, pytest.raises(psycopg.errors.InsufficientPrivilege):
         stranger.execute(probe, ("a", own))

@@ -136,9 +136,9 @@ CREATE FUNCTION pgmem.stage_one_v1(
     -- (weighted cosine + weighted normalised BM25 + bounded facet and link boosts), and the
     -- pool aggregates by window functions, with each note's write time and word hashes
     -- (NULL for notes written before migration 0018 and for text it does not hash). Rows
-    -- come best base score first. With family_candidates, no provenance family holds more
-    -- than that many of the dense top k, nor of the lexical top k (searched again up to
-    -- 8k deep while the cap leaves < k).
+    -- come best base score first. With family_candidates, no provenance family puts more
+    -- than that many notes ahead of other families' in the dense top k, nor in the
+    -- lexical top k (searched again up to 8k deep while other families may be found).
     --
     --   SELECT * FROM pgmem.stage_one_v1('default', 'all-MiniLM-L6-v2-onnx-int8',
     --                                    '[0.01, ...]', 'Who founded the company?', k_dense => 30);
@@ -201,6 +201,11 @@ DECLARE
     v_fetch_dense integer := k_dense;
     v_fetch_lex integer := k_lex;
     v_found integer;
+    -- What the last spread list said: ids within their family's cap, ids of families
+    -- within it, the families above it.
+    v_under integer;
+    v_others integer;
+    v_crowding text[];
 BEGIN
     IF k_dense < 1 OR k_lex < 0 THEN
         RAISE EXCEPTION 'stage_one_v1: k_dense must be >= 1 and k_lex >= 0, got % and %', k_dense, k_lex
@@ -293,8 +298,11 @@ BEGIN
                       LIMIT v_fetch_lex) AS s;
                 EXIT WHEN family_candidates IS NULL;
                 v_found := cardinality(v_lexical_top);
-                v_lexical_top := pgmem.family_capped_v1(p_namespace, v_lexical_top, family_candidates, k_lex);
-                EXIT WHEN cardinality(v_lexical_top) >= k_lex OR v_found < v_fetch_lex OR v_fetch_lex >= 8 * k_lex;
+                SELECT f.notes, f.under_cap, f.other_notes, f.crowding
+                INTO v_lexical_top, v_under, v_others, v_crowding
+                FROM pgmem.family_spread_v1(p_namespace, v_lexical_top, family_candidates, k_lex) AS f;
+                EXIT WHEN v_under >= k_lex OR v_found < v_fetch_lex OR v_fetch_lex >= 8 * k_lex
+                          OR v_others >= pgmem.notes_outside_v1(p_namespace, v_crowding);
                 v_fetch_lex := 2 * v_fetch_lex;
             END LOOP;
         ELSE
@@ -349,21 +357,22 @@ BEGIN
                     ORDER BY (n.embedding <=> p_query_embedding) + 0
                     LIMIT k_dense);
             ELSE
-                -- The nearest v_fetch_dense with their families (read with the distance),
-                -- the first k_dense of them with at most family_candidates a family.
-                v_dense := ARRAY(
-                    SELECT c.note_id
-                    FROM (SELECT t.note_id, t.distance,
-                                 row_number() OVER (PARTITION BY t.family ORDER BY t.distance, t.note_id) AS taken
-                          FROM (SELECT n.note_id, n.family, (n.embedding <=> p_query_embedding) + 0 AS distance
-                                FROM pgmem.notes AS n
-                                WHERE n.namespace = p_namespace AND n.model_id = v_model.model_id
-                                  AND (roles IS NULL OR n.role = ANY (roles))
-                                ORDER BY (n.embedding <=> p_query_embedding) + 0
-                                LIMIT v_fetch_dense) AS t) AS c
-                    WHERE c.taken <= family_candidates
-                    ORDER BY c.distance, c.note_id
-                    LIMIT k_dense);
+                -- The nearest notes with their families (read with the distances): one
+                -- exact ranking as deep as the deepest search (every note is read anyway).
+                v_fetch_dense := 8 * k_dense;
+                SELECT coalesce((array_agg(c.note_id ORDER BY c.taken > family_candidates, c.distance, c.note_id))[1:k_dense], '{}'),
+                       count(*), count(*) FILTER (WHERE c.taken <= family_candidates),
+                       count(*) FILTER (WHERE c.held <= family_candidates),
+                       coalesce(array_agg(DISTINCT c.family) FILTER (WHERE c.held > family_candidates), '{}')
+                INTO v_dense, v_found, v_under, v_others, v_crowding
+                FROM (SELECT t.*, row_number() OVER (PARTITION BY t.family ORDER BY t.distance, t.note_id) AS taken,
+                             count(*) OVER (PARTITION BY t.family) AS held
+                      FROM (SELECT n.note_id, n.family, (n.embedding <=> p_query_embedding) + 0 AS distance
+                            FROM pgmem.notes AS n
+                            WHERE n.namespace = p_namespace AND n.model_id = v_model.model_id
+                              AND (roles IS NULL OR n.role = ANY (roles))
+                            ORDER BY (n.embedding <=> p_query_embedding) + 0
+                            LIMIT v_fetch_dense) AS t) AS c;
             END IF;
         ELSIF family_candidates IS NULL THEN
             EXECUTE format($dense$
@@ -377,27 +386,35 @@ BEGIN
             INTO v_dense
             USING p_namespace, v_arguments || jsonb_build_object('k_dense', k_dense);
         ELSE
+            IF v_exact_dense THEN
+                v_fetch_dense := 8 * k_dense;  -- one exact ranking, as deep as the deepest search
+            END IF;
+            -- The nearest notes with their families (read with the distances), spread
+            -- in the same statement: at most family_candidates of a family ahead.
             EXECUTE format($dense$
-            SELECT ARRAY(
-                SELECT c.note_id
-                FROM (SELECT t.note_id, t.distance,
-                             row_number() OVER (PARTITION BY t.family ORDER BY t.distance, t.note_id) AS taken
-                      FROM (SELECT n.note_id, n.family,
-                                   (n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s)%3$s AS distance
-                            FROM pgmem.notes AS n
-                            WHERE n.namespace = $1 AND %1$s
-                            ORDER BY (n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s)%3$s
-                            LIMIT ($2 ->> 'k_dense')::integer) AS t) AS c
-                WHERE c.taken <= ($2 ->> 'family_candidates')::integer
-                ORDER BY c.distance, c.note_id
-                LIMIT ($2 ->> 'k_dense_kept')::integer)
+            SELECT coalesce((array_agg(c.note_id ORDER BY c.taken > ($2 ->> 'family_candidates')::integer,
+                                                          c.distance, c.note_id))[1:($2 ->> 'k_dense_kept')::integer], '{}'),
+                   count(*), count(*) FILTER (WHERE c.taken <= ($2 ->> 'family_candidates')::integer),
+                   count(*) FILTER (WHERE c.held <= ($2 ->> 'family_candidates')::integer),
+                   coalesce(array_agg(DISTINCT c.family)
+                                FILTER (WHERE c.held > ($2 ->> 'family_candidates')::integer), '{}')
+            FROM (SELECT t.*, row_number() OVER (PARTITION BY t.family ORDER BY t.distance, t.note_id) AS taken,
+                         count(*) OVER (PARTITION BY t.family) AS held
+                  FROM (SELECT n.note_id, n.family,
+                               (n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s)%3$s AS distance
+                        FROM pgmem.notes AS n
+                        WHERE n.namespace = $1 AND %1$s
+                        ORDER BY (n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s)%3$s
+                        LIMIT ($2 ->> 'k_dense')::integer) AS t) AS c
             $dense$, v_row_filter, v_vector_type, CASE WHEN v_exact_dense THEN ' + 0' ELSE '' END)
-            INTO v_dense
+            INTO v_dense, v_found, v_under, v_others, v_crowding
             USING p_namespace, v_arguments || jsonb_build_object('k_dense', v_fetch_dense, 'k_dense_kept', k_dense);
         END IF;
-        -- Deeper while the cap left fewer than k and the namespace may hold more.
-        EXIT WHEN family_candidates IS NULL OR cardinality(v_dense) >= k_dense
-                  OR v_fetch_dense >= v_model.note_count OR v_fetch_dense >= 8 * k_dense;
+        EXIT WHEN family_candidates IS NULL;
+        -- Deeper while fewer than k are within their family's cap, the search was not
+        -- exhausted, and the namespace holds notes of other families it has not found.
+        EXIT WHEN v_under >= k_dense OR v_found < v_fetch_dense OR v_fetch_dense >= 8 * k_dense
+                  OR v_others >= pgmem.notes_outside_v1(p_namespace, v_crowding);
         v_fetch_dense := 2 * v_fetch_dense;
     END LOOP;
 
@@ -494,9 +511,10 @@ BEGIN
         -- The lexical top k, best first (thinned to family_candidates per family when set).
         lexical AS (
             SELECT c.note_id
-            FROM unnest(pgmem.family_capped_v1($1, ARRAY(SELECT f.note_id FROM lexical_found AS f),
-                                               ($2 ->> 'family_candidates')::integer,
-                                               ($2 ->> 'k_lex_kept')::integer)) WITH ORDINALITY AS c (note_id, position)
+            FROM pgmem.family_spread_v1($1, ARRAY(SELECT f.note_id FROM lexical_found AS f),
+                                        ($2 ->> 'family_candidates')::integer,
+                                        ($2 ->> 'k_lex_kept')::integer) AS s
+            CROSS JOIN LATERAL unnest(s.notes) WITH ORDINALITY AS c (note_id, position)
             ORDER BY c.position
         ),
         dense AS (SELECT d.note_id FROM unnest(($2 ->> 'dense')::uuid[]) AS d (note_id)),
