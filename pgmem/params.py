@@ -106,12 +106,13 @@ class StageOneParams(_Params):
         pool: the previous and next span of their document and the notes they link to
         (default 10; 0 turns it off; 0..100).
     family_candidates : int or None
-        At most this many notes of one provenance family among the dense top ``k_dense``
-        and, separately, among the lexical top ``k_lex`` (default 12, 1..1000; None: no
-        cap). Each search then goes twice as deep (the default HNSW breadth, 100, already
-        does for ``k_dense`` 50) and keeps its first k notes under the cap, so a family
-        that writes many notes near every question cannot fill every pool (issue 13:
-        with the family quarantined, nothing else would be left to pack). Chosen on
+        At most this many notes of one provenance family ahead of other families' notes
+        in the dense top ``k_dense`` and, separately, in the lexical top ``k_lex``
+        (default 12, 1..1000; None: no cap). Notes past the cap are demoted, not
+        dropped: a family alone in its namespace loses nothing. While other families'
+        notes may lie deeper, a search goes 2, 4, then 8 times as deep, so a family that
+        writes many notes near every question cannot fill every pool (issue 13: with
+        the family quarantined, nothing else would be left to pack). Chosen on
         MultiHop-RAG's poisoned namespaces (any cap from 8 to 20 undid the crowding
         there, and cost its clean questions nothing), LoCoMo as transfer: see
         docs/security.md ("Pool crowding").
