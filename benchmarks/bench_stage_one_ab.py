@@ -58,16 +58,18 @@ def before_function(migration: str = "0001") -> str:
     return f"CREATE FUNCTION {SCHEMA}.stage_one_v1(" + text[found.end() : end]
 
 
-def call(schema: str, family_cap: bool = True) -> str:
-    """The stage_one statement of queries.sql on ``schema``'s function (without the family
-    cap's argument for a function older than migration 0016)."""
+def call_arguments(family_cap: bool = True) -> str:
+    """The arguments of the ``stage_one`` statement's stage_one_v1 call (queries.sql), without
+    the family cap's for a function older than migration 0018."""
     queries = (ROOT / "sql" / "queries.sql").read_text(encoding="utf-8")
     start = queries.index("FROM pgmem.stage_one_v1(") + len("FROM pgmem.stage_one_v1(")
-    end = queries.index(") AS s\n", start)
-    arguments = queries[start:end]
-    if not family_cap:
-        arguments = arguments.replace(", family_candidates => %(family_candidates)s", "")
-    return f"SELECT * FROM {schema}.stage_one_v1({arguments})"
+    arguments = queries[start : queries.index(") AS s\n", start)]
+    return arguments if family_cap else arguments.replace(", family_candidates => %(family_candidates)s", "")
+
+
+def call(schema: str, family_cap: bool = True) -> str:
+    """The ``stage_one`` statement's call of ``schema``'s stage_one_v1."""
+    return f"SELECT * FROM {schema}.stage_one_v1({call_arguments(family_cap)})"
 
 
 def backend_cpu_ms(pid: int) -> float | None:
@@ -101,7 +103,7 @@ def main() -> None:
         "--family-candidates",
         default="default",
         help="the family cap both run with: a number, 'none', or 'default' (StageOneParams'); ignored by a"
-        " function older than 0016",
+        " function older than 0018",
     )
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--dsn")

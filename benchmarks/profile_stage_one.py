@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 from bench_stage_one_ab import backend_cpu_ms
+from bench_stage_one_ab import call_arguments as stage_one_call_arguments
 
 import pgmem
 from pgmem.api import build_hints
@@ -143,11 +144,8 @@ def main() -> None:
         )
     elif args.mode == "steps":
         function = _timed(_definition(args.migration))
-    queries = (ROOT / "sql" / "queries.sql").read_text(encoding="utf-8")
-    start = queries.index("FROM pgmem.stage_one_v1(") + len("FROM pgmem.stage_one_v1(")
-    call_arguments = queries[start : queries.index(") AS s", start)]
-    if "family_candidates" not in _definition(args.migration):  # older than 0016: no family cap
-        call_arguments = call_arguments.replace(", family_candidates => %(family_candidates)s", "")
+    # A function older than 0018 has no family cap.
+    call_arguments = stage_one_call_arguments("family_candidates" in _definition(args.migration))
     call = f"SELECT * FROM pg_temp.profiled({call_arguments})"
     embedder = get_embedder(args.embedder)
     notices: list[str] = []

@@ -132,7 +132,7 @@ CREATE TABLE pgmem.notes (
     ) STORED,
     -- The note's distinct words as 64-bit hashes (pgmem.word_hashes_v1), set by the
     -- notes_word_hashes trigger from the text; NULL for notes written before migration
-    -- 0018 and for text it does not hash (the read path tokenises those).
+    -- 0016 and for text it does not hash (the read path tokenises those).
     word_hashes bytea,
     PRIMARY KEY (namespace, note_id),
     CHECK (span_end > span_start),
@@ -934,7 +934,7 @@ CREATE FUNCTION pgmem.stage_one_v1(
     -- postings, or bounded by them), the neighbours of the best of them, their union scored
     -- (weighted cosine + weighted normalised BM25 + bounded facet and link boosts), and the
     -- pool aggregates by window functions, with each note's write time and word hashes
-    -- (NULL for notes written before migration 0018 and for text it does not hash). Rows
+    -- (NULL for notes written before migration 0016 and for text it does not hash). Rows
     -- come best base score first. With family_candidates, no provenance family puts more
     -- than that many notes ahead of other families' in the dense top k, nor in the
     -- lexical top k (searched again up to 8k deep while other families may be found).

@@ -6,6 +6,7 @@ import json
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -124,3 +125,15 @@ class FakeChatServer:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def stage_one_call(schema: str, *, family_cap: bool = True) -> str:
+    """The ``stage_one`` statement's call of stage_one_v1 (queries.sql), on ``schema``'s
+    function; without the ``family_candidates`` argument for a function older than
+    migration 0018."""
+    queries = (Path(__file__).resolve().parents[1] / "sql" / "queries.sql").read_text(encoding="utf-8")
+    start = queries.index("FROM pgmem.stage_one_v1(") + len("FROM pgmem.stage_one_v1(")
+    arguments = queries[start : queries.index(") AS s\n", start)]
+    if not family_cap:
+        arguments = arguments.replace(", family_candidates => %(family_candidates)s", "")
+    return f"SELECT * FROM {schema}.stage_one_v1({arguments})"

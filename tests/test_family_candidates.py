@@ -1,4 +1,4 @@
-"""Migration 0016: stage one puts at most ``family_candidates`` notes of one provenance
+"""Migration 0018: stage one puts at most ``family_candidates`` notes of one provenance
 family ahead of other families' notes in its dense top k and in its lexical top k
 (issue 13, pool crowding); a family alone in its namespace loses nothing.
 

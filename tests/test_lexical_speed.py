@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from helpers import as_role, make_spans, stats_are_consistent
+from helpers import as_role, make_spans, stage_one_call, stats_are_consistent
 from psycopg.rows import dict_row
 
 import pgmem
@@ -76,13 +76,8 @@ def _before_function() -> str:
 
 
 def _call(schema: str) -> str:
-    queries = (ROOT / "sql" / "queries.sql").read_text(encoding="utf-8")
-    start = queries.index("FROM pgmem.stage_one_v1(") + len("FROM pgmem.stage_one_v1(")
-    end = queries.index(") AS s\n", start)
-    arguments = queries[start:end]
-    if schema == BEFORE:  # 0008's function has no family cap (0016): compared with it off
-        arguments = arguments.replace(", family_candidates => %(family_candidates)s", "")
-    return f"SELECT * FROM {schema}.stage_one_v1({arguments})"
+    # 0008's function has no family cap (0018): compared with it off
+    return stage_one_call(schema, family_cap=schema != BEFORE)
 
 
 @pytest.fixture

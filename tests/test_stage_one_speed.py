@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
+from helpers import stage_one_call
 from psycopg.rows import dict_row
 
 import pgmem
@@ -55,13 +56,8 @@ def _before_function() -> str:
 
 
 def _call(schema: str) -> str:
-    queries = (ROOT / "sql" / "queries.sql").read_text(encoding="utf-8")
-    start = queries.index("FROM pgmem.stage_one_v1(") + len("FROM pgmem.stage_one_v1(")
-    end = queries.index(") AS s\n", start)
-    arguments = queries[start:end]
-    if schema == BEFORE:  # 0001's function has no family cap (0016); the fixture's families never reach it
-        arguments = arguments.replace(", family_candidates => %(family_candidates)s", "")
-    return f"SELECT * FROM {schema}.stage_one_v1({arguments})"
+    # 0001's function has no family cap (0018); the fixture's families never reach it
+    return stage_one_call(schema, family_cap=schema != BEFORE)
 
 
 def _spans(namespace_size: int) -> list[pgmem.Span]:
@@ -126,7 +122,7 @@ def test_the_rows_are_the_old_ones(
             hashing.embed([question])[0],
             question,
             build_hints(question, where=where, roles=roles),
-            # Without 0016's family cap: the function against its own past, like for like.
+            # Without 0018's family cap: the function against its own past, like for like.
             dataclasses.replace(params or pgmem.StageOneParams(), family_candidates=None),
         )
         old = before.execute(_call(BEFORE), arguments).fetchall()

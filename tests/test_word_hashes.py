@@ -1,5 +1,5 @@
 """Each note's word hashes are computed by the database when the note is written
-(pgmem.word_hashes_v1, migration 0018), equal the read path's own hashing of the text,
+(pgmem.word_hashes_v1, migration 0016), equal the read path's own hashing of the text,
 come back from stage one, and cannot be chosen by the writer: the family alarm's echo,
 near-duplicate and collusion inputs are computed from them."""
 
@@ -127,7 +127,7 @@ def _outcome(pool: Pool, question: str, hashing: HashingEmbedder) -> dict[str, A
 def test_stage_one_returns_the_hashes_and_a_mixed_pool_packs_as_a_tokenised_one(
     conn: psycopg.Connection[Any], hashing: HashingEmbedder
 ) -> None:
-    # Notes written before migration 0018 have no hashes: the owner writes some with the
+    # Notes written before migration 0016 have no hashes: the owner writes some with the
     # trigger off, as they were then.
     old = [f"Old note {i}: Caroline went to the support group on day {i}." for i in range(6)]
     conn.execute("ALTER TABLE pgmem.notes DISABLE TRIGGER notes_word_hashes")

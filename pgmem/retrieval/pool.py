@@ -81,11 +81,11 @@ class Pool:
                 0.0,
                 0.0,
                 (),
-                helpful_total,
-                unhelpful_total,
-                query,
-                namespace_notes,
-                namespace_age_seconds,
+                feedback_helpful=helpful_total,
+                feedback_unhelpful=unhelpful_total,
+                query=query,
+                namespace_notes=namespace_notes,
+                namespace_age_seconds=namespace_age_seconds,
             )
         scores = np.array([c.base_score for c in rows], dtype=np.float64)
         size = len(rows)

@@ -6,7 +6,7 @@ with the question's and, for the notes it reads, with every other note's (word
 Jaccard); the packer compares all the words of the notes it reaches with those already
 packed. Words are compared as 64-bit hashes: stage one returns each note's distinct
 word hashes, computed by the database when the note was written
-(``pgmem.word_hashes_v1``, migration 0018); notes without them (written before, or
+(``pgmem.word_hashes_v1``, migration 0016); notes without them (written before, or
 text it leaves out) are tokenised and hashed here the same way, once per process (a memo).
 Shared words are counted by sorting hashes (no BLAS call, no pairwise Python loop).
 
@@ -131,7 +131,7 @@ def _word_lists(texts: Sequence[str]) -> list[list[str]]:
 
 class _WordHashes:
     """A process-wide memo: a note text -> its :func:`word_hashes`, for the notes stage one
-    returns without them (written before migration 0018, or text the database does not hash).
+    returns without them (written before migration 0016, or text the database does not hash).
 
     Notes are immutable and the same notes come back in pool after pool, so each such
     text is tokenised and hashed once per process, not once per pack; each word is

@@ -1,7 +1,7 @@
-"""Each note's words as 64-bit hashes, computed at write time by the database and returned by stage one.
+"""Each note's words as 64-bit hashes, computed at write time by the database.
 
-Revision ID: 0018
-Revises: 0017
+Revision ID: 0016
+Revises: 0015
 Create Date: 2026-12-01
 """
 
@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from pgmem.db.migrate import run_sql_file
 
-revision = "0018"
-down_revision = "0017"
+revision = "0016"
+down_revision = "0015"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    run_sql_file("0018_word_hashes.sql")
+    run_sql_file("0016_word_hashes.sql")
 
 
 def downgrade() -> None:

@@ -1,4 +1,4 @@
--- Migration 0016: a provenance family may fill at most part of stage one's candidate
+-- Migration 0018: a provenance family may fill at most part of stage one's candidate
 -- searches (issue 13: pool crowding). Frozen: never edit a shipped migration.
 --
 -- * pgmem.family_spread_v1(namespace, note ids, cap, keep): the ids in their order
@@ -12,17 +12,18 @@
 --   belong to none of the families (from its statistics): when a search has found them
 --   all, going deeper cannot help.
 -- * pgmem.stage_one_v1 returns each candidate's created_at (its write time: the family
---   alarm's burst gate reads it, 0017) and gains a last parameter, family_candidates
---   (default 12, as StageOneParams; NULL: the rows of 0014, unchanged). With it, the
---   dense and the lexical top k each put at most family_candidates notes of any one
---   family ahead of other families' notes; while fewer than k are within their
---   family's cap and the namespace holds notes of other families not yet found, the
---   search runs again 2 k, 4 k and 8 k deep (the exact dense ranking and the lexical
---   search under a bound or a filter: 8 k and 4 k deep at once). Where no family
---   reaches the cap, each search runs once, as before. A family that writes thousands
---   of notes near every question could otherwise fill every question's pool, so that
---   quarantining the family left nothing else to pack. A new signature and a new output column: the function is dropped and
---   created again, with its grant.
+--   alarm's burst gate reads it, 0017) and word_hashes (0016; NULL for notes written
+--   before it and for text it does not hash), and gains a last parameter,
+--   family_candidates (default 12, as StageOneParams; NULL: the candidates of 0014).
+--   With it, the dense and the lexical top k each put at most family_candidates notes
+--   of any one family ahead of other families' notes; while fewer than k are within
+--   their family's cap and the namespace holds notes of other families not yet found,
+--   the search runs again 2 k, 4 k and 8 k deep (the exact dense ranking and the
+--   lexical search under a bound or a filter: 8 k and 4 k deep at once). Where no
+--   family reaches the cap, each search runs once, as before. A family that writes
+--   thousands of notes near every question could otherwise fill every question's pool,
+--   so that quarantining the family left nothing else to pack. A new signature and new
+--   output columns: the function is dropped and created again, with its grant.
 
 DROP FUNCTION pgmem.stage_one_v1(text, text, vector, text, integer, integer, integer, integer, bigint,
     double precision, double precision, double precision, double precision, text[], double precision,
@@ -133,16 +134,18 @@ CREATE FUNCTION pgmem.stage_one_v1(
         boost_time double precision,
         boost_keyword double precision,
         boost_handle double precision,
-        created_at timestamptz
+        created_at timestamptz,
+        word_hashes bytea
     )
     -- Dense top-k through the model's HNSW index,
     -- lexical top-k by BM25 over the notes holding the rarest query terms (ranked from the
     -- postings, or bounded by them), the neighbours of the best of them, their union scored
     -- (weighted cosine + weighted normalised BM25 + bounded facet and link boosts), and the
-    -- pool aggregates by window functions, with each note's write time. Rows come best
-    -- base score first. With family_candidates, no provenance family puts more than that
-    -- many notes ahead of other families' in the dense top k, nor in the lexical top k
-    -- (searched again up to 8k deep while other families may be found).
+    -- pool aggregates by window functions, with each note's write time and word hashes
+    -- (NULL for notes written before migration 0016 and for text it does not hash). Rows
+    -- come best base score first. With family_candidates, no provenance family puts more
+    -- than that many notes ahead of other families' in the dense top k, nor in the
+    -- lexical top k (searched again up to 8k deep while other families may be found).
     --
     --   SELECT * FROM pgmem.stage_one_v1('default', 'all-MiniLM-L6-v2-onnx-int8',
     --                                    '[0.01, ...]', 'Who founded the company?', k_dense => 30);
@@ -571,7 +574,7 @@ BEGIN
     scored AS (
         SELECT n.note_id, n.external_id, n.document_id, n.span_start, n.span_end, n.text, n.context,
                n.family, n.role, n.confidence, n.source_ts, n.entities, n.time_tags, n.keywords,
-               n.handles, n.links, n.created_at,
+               n.handles, n.links, n.created_at, n.word_hashes,
                CASE WHEN v_cosines IS NULL THEN 1 - (n.embedding <=> p_query_embedding) ELSE c.cosine END AS cosine,
                coalesce(score.bm25, 0) AS bm25
         FROM unnest(v_candidates, v_cosines) AS c (note_id, cosine)
@@ -658,7 +661,7 @@ BEGIN
            -- H = -avg over rows of ln(m_f / N) = -sum_f (m_f / N) ln(m_f / N)
            greatest(-avg(ln(a.family_count::float8 / a.pool_size)) OVER (), 0),
            a.family_count::integer, a.family_score_sum, a.family_mean_confidence,
-           a.boost_entity, a.boost_time, a.boost_keyword, a.boost_handle, a.created_at
+           a.boost_entity, a.boost_time, a.boost_keyword, a.boost_handle, a.created_at, a.word_hashes
     FROM aggregated AS a
     ORDER BY a.base_score DESC, a.note_id;
 END;

@@ -1,7 +1,7 @@
-"""Stage one caps any one provenance family in its dense and lexical candidate searches (pgmem.family_capped_v1).
+"""Stage one puts at most family_candidates notes of a family ahead of others; returns write times, word hashes.
 
-Revision ID: 0016
-Revises: 0015
+Revision ID: 0018
+Revises: 0017
 Create Date: 2026-12-01
 """
 
@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from pgmem.db.migrate import run_sql_file
 
-revision = "0016"
-down_revision = "0015"
+revision = "0018"
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    run_sql_file("0016_family_candidates.sql")
+    run_sql_file("0018_family_candidates.sql")
 
 
 def downgrade() -> None:
