@@ -938,6 +938,8 @@ CREATE FUNCTION pgmem.stage_one_v1(
     -- come best base score first. With family_candidates, no provenance family puts more
     -- than that many notes ahead of other families' in the dense top k, nor in the
     -- lexical top k (searched again up to 8k deep while other families may be found).
+    -- The pool aggregates come from the candidates' scores alone; the candidates' wide
+    -- columns are carried once, from the fetch to the rows out.
     --
     --   SELECT * FROM pgmem.stage_one_v1('default', 'all-MiniLM-L6-v2-onnx-int8',
     --                                    '[0.01, ...]', 'Who founded the company?', k_dense => 30);
@@ -1005,6 +1007,8 @@ DECLARE
     v_under integer;
     v_others integer;
     v_crowding text[];
+    -- The families of the exact dense top k, nearest first.
+    v_dense_families text[];
 BEGIN
     IF k_dense < 1 OR k_lex < 0 THEN
         RAISE EXCEPTION 'stage_one_v1: k_dense must be >= 1 and k_lex >= 0, got % and %', k_dense, k_lex
@@ -1156,22 +1160,41 @@ BEGIN
                     ORDER BY (n.embedding <=> p_query_embedding) + 0
                     LIMIT k_dense);
             ELSE
-                -- The nearest notes with their families (read with the distances): one
-                -- exact ranking as deep as the deepest search (every note is read anyway).
+                -- One exact ranking as deep as the deepest search (every note is read
+                -- anyway): the loop ends after it. The nearest k first, with their families:
+                -- when no family holds more than family_candidates of them, every one is
+                -- within its family's cap, so they are the spread list's first k as they
+                -- stand, and the ranking need not go deeper (sorting 8k notes by family
+                -- cost more than reading them).
                 v_fetch_dense := 8 * k_dense;
-                SELECT coalesce((array_agg(c.note_id ORDER BY c.taken > family_candidates, c.distance, c.note_id))[1:k_dense], '{}'),
-                       count(*), count(*) FILTER (WHERE c.taken <= family_candidates),
-                       count(*) FILTER (WHERE c.held <= family_candidates),
-                       coalesce(array_agg(DISTINCT c.family) FILTER (WHERE c.held > family_candidates), '{}')
-                INTO v_dense, v_found, v_under, v_others, v_crowding
-                FROM (SELECT t.*, row_number() OVER (PARTITION BY t.family ORDER BY t.distance, t.note_id) AS taken,
-                             count(*) OVER (PARTITION BY t.family) AS held
-                      FROM (SELECT n.note_id, n.family, (n.embedding <=> p_query_embedding) + 0 AS distance
-                            FROM pgmem.notes AS n
-                            WHERE n.namespace = p_namespace AND n.model_id = v_model.model_id
-                              AND (roles IS NULL OR n.role = ANY (roles))
-                            ORDER BY (n.embedding <=> p_query_embedding) + 0
-                            LIMIT v_fetch_dense) AS t) AS c;
+                SELECT coalesce(array_agg(t.note_id ORDER BY t.distance, t.note_id), '{}'),
+                       coalesce(array_agg(t.family ORDER BY t.distance, t.note_id), '{}')
+                INTO v_dense, v_dense_families
+                FROM (SELECT n.note_id, n.family, (n.embedding <=> p_query_embedding) + 0 AS distance
+                      FROM pgmem.notes AS n
+                      WHERE n.namespace = p_namespace AND n.model_id = v_model.model_id
+                        AND (roles IS NULL OR n.role = ANY (roles))
+                      ORDER BY (n.embedding <=> p_query_embedding) + 0, n.note_id
+                      LIMIT k_dense) AS t;
+                IF (SELECT max(f.held) FROM (SELECT count(*) AS held FROM unnest(v_dense_families) AS d (family)
+                                             GROUP BY d.family) AS f) > family_candidates THEN
+                    -- A family holds more: the nearest 8k spread, at most family_candidates
+                    -- of a family ahead of the rest (families compared bytewise: the same
+                    -- partitions, a cheaper sort).
+                    v_dense := ARRAY(
+                        SELECT c.note_id
+                        FROM (SELECT t.note_id, t.distance,
+                                     row_number() OVER (PARTITION BY t.family COLLATE "C"
+                                                        ORDER BY t.distance, t.note_id) AS taken
+                              FROM (SELECT n.note_id, n.family, (n.embedding <=> p_query_embedding) + 0 AS distance
+                                    FROM pgmem.notes AS n
+                                    WHERE n.namespace = p_namespace AND n.model_id = v_model.model_id
+                                      AND (roles IS NULL OR n.role = ANY (roles))
+                                    ORDER BY (n.embedding <=> p_query_embedding) + 0, n.note_id
+                                    LIMIT v_fetch_dense) AS t) AS c
+                        ORDER BY c.taken > family_candidates, c.distance, c.note_id
+                        LIMIT k_dense);
+                END IF;
             END IF;
         ELSIF family_candidates IS NULL THEN
             EXECUTE format($dense$
@@ -1360,7 +1383,10 @@ BEGIN
 
     -- 4. Scores, boosts and pool aggregates of the candidates (static SQL: planned once
     -- per session). Each boost is computed once per candidate, and only when its hints
-    -- are given. Rows come best base score first.
+    -- are given. The candidates are fetched once, with the columns the rows return; the
+    -- scores, boosts and aggregates are computed on narrow rows (note, family, scores) and
+    -- joined to them at the end: each wide row is copied once into the fetch and once into
+    -- the final sort instead of into every step. Rows come best base score first.
     RETURN QUERY
     WITH
     scored AS (
@@ -1385,12 +1411,13 @@ BEGIN
               GROUP BY s.note_id, lower(e.value ->> 'text')) AS m
         GROUP BY m.note_id
     ),
-    -- Relevance (weighted cosine + weighted normalised BM25) and the facet boosts.
+    -- Relevance (weighted cosine + weighted normalised BM25) and the facet boosts, on
+    -- narrow rows; the best BM25 of the pool read once.
     boosted AS MATERIALIZED (
-        SELECT s.*,
-               coalesce(s.bm25 / nullif(max(s.bm25) OVER (), 0), 0) AS lexical,
+        SELECT s.note_id, s.document_id, s.family, s.confidence, s.links, s.cosine,
+               coalesce(s.bm25 / nullif(best.bm25, 0), 0) AS lexical,
                dense_weight * s.cosine
-                   + lexical_weight * coalesce(s.bm25 / nullif(max(s.bm25) OVER (), 0), 0) AS relevance,
+                   + lexical_weight * coalesce(s.bm25 / nullif(best.bm25, 0), 0) AS relevance,
                entity_boost * coalesce(em.matched / nullif(cardinality(v_entity_hints), 0), 0) AS boost_entity,
                -- time hint: the best-confidence time tag overlapping it, else the source time
                time_boost * CASE
@@ -1412,50 +1439,55 @@ BEGIN
                                   FROM unnest(handle_hints) AS h WHERE h = ANY (s.handles)), 0)
                    ELSE 0 END AS boost_handle
         FROM scored AS s
+        CROSS JOIN (SELECT max(m.bm25) AS bm25 FROM scored AS m) AS best
         LEFT JOIN entity_matches AS em ON em.note_id = s.note_id
-    ),
-    faceted AS MATERIALIZED (
-        SELECT b.*, b.boost_entity + b.boost_time + b.boost_keyword + b.boost_handle AS facet_boost
-        FROM boosted AS b
     ),
     -- The link boost follows links within a document (previous/next span), both ways
     -- since links are written one way (notes are immutable). Links between documents
     -- (shared rare handles or entities) only pull neighbours into the pool: as a boost
     -- they cost 5.5 points of recall on MultiHop-RAG and gained nothing on LoCoMo.
-    link_pairs AS (
-        SELECT a.note_id AS source, b.relevance
-        FROM faceted AS a
-        JOIN faceted AS b ON b.document_id = a.document_id AND b.note_id <> a.note_id
-        WHERE link_weight > 0 AND (b.note_id = ANY (a.links) OR a.note_id = ANY (b.links))
-    ),
     linked AS (
-        SELECT source AS note_id, max(relevance) AS best_link FROM link_pairs GROUP BY source
+        SELECT a.note_id, max(b.relevance) AS best_link
+        FROM boosted AS a
+        JOIN boosted AS b ON b.document_id = a.document_id AND b.note_id <> a.note_id
+        WHERE link_weight > 0 AND (b.note_id = ANY (a.links) OR a.note_id = ANY (b.links))
+        GROUP BY a.note_id
     ),
-    based AS (
-        SELECT b.*, link_weight * coalesce(l.best_link, 0) AS link_boost,
-               b.relevance + b.facet_boost + link_weight * coalesce(l.best_link, 0) AS base_score
-        FROM faceted AS b LEFT JOIN linked AS l USING (note_id)
+    based AS MATERIALIZED (
+        SELECT b.note_id, b.family, b.confidence, b.cosine, b.lexical, b.boost_entity, b.boost_time,
+               b.boost_keyword, b.boost_handle,
+               b.boost_entity + b.boost_time + b.boost_keyword + b.boost_handle AS facet_boost,
+               link_weight * coalesce(l.best_link, 0) AS link_boost,
+               b.relevance + (b.boost_entity + b.boost_time + b.boost_keyword + b.boost_handle)
+                   + link_weight * coalesce(l.best_link, 0) AS base_score
+        FROM boosted AS b
+        LEFT JOIN linked AS l ON l.note_id = b.note_id
     ),
-    aggregated AS (
-        SELECT b.*,
-               count(*) OVER () AS pool_size,
-               avg(b.base_score) OVER () AS pool_mean,
-               var_pop(b.base_score) OVER () AS pool_variance,
-               count(*) OVER (PARTITION BY b.family) AS family_count,
-               sum(b.base_score) OVER (PARTITION BY b.family) AS family_score_sum,
-               avg(b.confidence::float8) OVER (PARTITION BY b.family) AS family_mean_confidence
+    -- The pool aggregates: per family, then over the pool (the entropy
+    -- H = -avg over rows of ln(m_f / N) = -sum_f (m_f / N) ln(m_f / N)).
+    families AS (
+        SELECT b.family, count(*) AS family_count, sum(b.base_score) AS family_score_sum,
+               avg(b.confidence::float8) AS family_mean_confidence
         FROM based AS b
+        GROUP BY b.family
+    ),
+    pool AS MATERIALIZED (
+        SELECT count(*) AS pool_size, avg(b.base_score) AS pool_mean, var_pop(b.base_score) AS pool_variance,
+               greatest(-avg(ln(f.family_count::float8 / (SELECT count(*) FROM based AS c))), 0) AS pool_entropy
+        FROM based AS b
+        JOIN families AS f ON f.family = b.family
     )
-    SELECT a.note_id, a.external_id, a.document_id, a.span_start, a.span_end, a.text,
-           a.context, a.family, a.role, a.confidence::float8, a.source_ts,
-           a.cosine, a.lexical, a.facet_boost, a.link_boost, a.base_score,
-           a.pool_size::integer, a.pool_mean, a.pool_variance,
-           -- H = -avg over rows of ln(m_f / N) = -sum_f (m_f / N) ln(m_f / N)
-           greatest(-avg(ln(a.family_count::float8 / a.pool_size)) OVER (), 0),
-           a.family_count::integer, a.family_score_sum, a.family_mean_confidence,
-           a.boost_entity, a.boost_time, a.boost_keyword, a.boost_handle, a.created_at, a.word_hashes
-    FROM aggregated AS a
-    ORDER BY a.base_score DESC, a.note_id;
+    SELECT s.note_id, s.external_id, s.document_id, s.span_start, s.span_end, s.text,
+           s.context, s.family, s.role, s.confidence::float8, s.source_ts,
+           b.cosine, b.lexical, b.facet_boost, b.link_boost, b.base_score,
+           p.pool_size::integer, p.pool_mean, p.pool_variance, p.pool_entropy,
+           f.family_count::integer, f.family_score_sum, f.family_mean_confidence,
+           b.boost_entity, b.boost_time, b.boost_keyword, b.boost_handle, s.created_at, s.word_hashes
+    FROM based AS b
+    JOIN families AS f ON f.family = b.family
+    JOIN scored AS s ON s.note_id = b.note_id
+    CROSS JOIN pool AS p
+    ORDER BY b.base_score DESC, b.note_id;
 END;
 $function$;
 
