@@ -1009,6 +1009,8 @@ DECLARE
     v_crowding text[];
     -- The families of the exact dense top k, nearest first.
     v_dense_families text[];
+    -- The caller's plan_cache_mode, put back after the lexical top k from postings.
+    v_plan_mode text;
 BEGIN
     IF k_dense < 1 OR k_lex < 0 THEN
         RAISE EXCEPTION 'stage_one_v1: k_dense must be >= 1 and k_lex >= 0, got % and %', k_dense, k_lex
@@ -1087,6 +1089,11 @@ BEGIN
     -- candidate search checks.
     IF k_lex > 0 AND v_screen IS NOT NULL THEN
         IF roles IS NULL AND filter IS NULL AND v_other_postings <= 4 * v_screen_postings THEN
+            -- Planned once per session: with its arrays' lengths known, a custom plan
+            -- looks cheaper than the generic one (whose shape is the same: the postings
+            -- of each query term by key), so it was planned again on every call.
+            v_plan_mode := current_setting('plan_cache_mode');
+            PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
             LOOP
                 SELECT coalesce(array_agg(s.note_id ORDER BY s.score DESC, s.note_id), '{}')
                 INTO v_lexical_top
@@ -1108,6 +1115,7 @@ BEGIN
                           OR v_others >= pgmem.notes_outside_v1(p_namespace, v_crowding);
                 v_fetch_lex := 2 * v_fetch_lex;
             END LOOP;
+            PERFORM set_config('plan_cache_mode', v_plan_mode, true);
         ELSE
             v_fetch_lex := CASE WHEN family_candidates IS NULL THEN k_lex ELSE 4 * k_lex END;
             SELECT l.kept_notes, l.score_floor, l.screened_notes

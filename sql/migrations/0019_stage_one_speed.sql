@@ -9,6 +9,8 @@
 -- * The scoring statement computes scores, boosts and pool aggregates on narrow rows and
 --   joins the candidates' wide columns once at the end; the best BM25 of the pool and
 --   the family and pool aggregates are plain aggregates, not window passes over wide rows.
+-- * The lexical top k from postings runs on a generic plan (planned once per session)
+--   instead of a custom plan made on every call.
 
 CREATE OR REPLACE FUNCTION pgmem.stage_one_v1(
     p_namespace text,
@@ -150,6 +152,8 @@ DECLARE
     v_crowding text[];
     -- The families of the exact dense top k, nearest first.
     v_dense_families text[];
+    -- The caller's plan_cache_mode, put back after the lexical top k from postings.
+    v_plan_mode text;
 BEGIN
     IF k_dense < 1 OR k_lex < 0 THEN
         RAISE EXCEPTION 'stage_one_v1: k_dense must be >= 1 and k_lex >= 0, got % and %', k_dense, k_lex
@@ -228,6 +232,11 @@ BEGIN
     -- candidate search checks.
     IF k_lex > 0 AND v_screen IS NOT NULL THEN
         IF roles IS NULL AND filter IS NULL AND v_other_postings <= 4 * v_screen_postings THEN
+            -- Planned once per session: with its arrays' lengths known, a custom plan
+            -- looks cheaper than the generic one (whose shape is the same: the postings
+            -- of each query term by key), so it was planned again on every call.
+            v_plan_mode := current_setting('plan_cache_mode');
+            PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
             LOOP
                 SELECT coalesce(array_agg(s.note_id ORDER BY s.score DESC, s.note_id), '{}')
                 INTO v_lexical_top
@@ -249,6 +258,7 @@ BEGIN
                           OR v_others >= pgmem.notes_outside_v1(p_namespace, v_crowding);
                 v_fetch_lex := 2 * v_fetch_lex;
             END LOOP;
+            PERFORM set_config('plan_cache_mode', v_plan_mode, true);
         ELSE
             v_fetch_lex := CASE WHEN family_candidates IS NULL THEN k_lex ELSE 4 * k_lex END;
             SELECT l.kept_notes, l.score_floor, l.screened_notes
