@@ -1007,7 +1007,7 @@ DECLARE
     v_under integer;
     v_others integer;
     v_crowding text[];
-    -- The families of the exact dense top k, nearest first.
+    -- The families of the dense top k, nearest first.
     v_dense_families text[];
     -- The caller's plan_cache_mode, put back after the lexical top k from postings.
     v_plan_mode text;
@@ -1219,26 +1219,39 @@ BEGIN
             IF v_exact_dense THEN
                 v_fetch_dense := 8 * k_dense;  -- one exact ranking, as deep as the deepest search
             END IF;
-            -- The nearest notes with their families (read with the distances), spread
-            -- in the same statement: at most family_candidates of a family ahead.
+            -- The nearest notes with their families, nearest first (ties by note id).
             EXECUTE format($dense$
-            SELECT coalesce((array_agg(c.note_id ORDER BY c.taken > ($2 ->> 'family_candidates')::integer,
-                                                          c.distance, c.note_id))[1:($2 ->> 'k_dense_kept')::integer], '{}'),
-                   count(*), count(*) FILTER (WHERE c.taken <= ($2 ->> 'family_candidates')::integer),
-                   count(*) FILTER (WHERE c.held <= ($2 ->> 'family_candidates')::integer),
-                   coalesce(array_agg(DISTINCT c.family)
-                                FILTER (WHERE c.held > ($2 ->> 'family_candidates')::integer), '{}')
-            FROM (SELECT t.*, row_number() OVER (PARTITION BY t.family ORDER BY t.distance, t.note_id) AS taken,
-                         count(*) OVER (PARTITION BY t.family) AS held
-                  FROM (SELECT n.note_id, n.family,
-                               (n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s)%3$s AS distance
-                        FROM pgmem.notes AS n
-                        WHERE n.namespace = $1 AND %1$s
-                        ORDER BY (n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s)%3$s
-                        LIMIT ($2 ->> 'k_dense')::integer) AS t) AS c
+            SELECT coalesce(array_agg(t.note_id ORDER BY t.distance, t.note_id), '{}'),
+                   coalesce(array_agg(t.family ORDER BY t.distance, t.note_id), '{}')
+            FROM (SELECT n.note_id, n.family,
+                         (n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s)%3$s AS distance
+                  FROM pgmem.notes AS n
+                  WHERE n.namespace = $1 AND %1$s
+                  ORDER BY (n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s)%3$s
+                  LIMIT ($2 ->> 'k_dense')::integer) AS t
             $dense$, v_row_filter, v_vector_type, CASE WHEN v_exact_dense THEN ' + 0' ELSE '' END)
-            INTO v_dense, v_found, v_under, v_others, v_crowding
-            USING p_namespace, v_arguments || jsonb_build_object('k_dense', v_fetch_dense, 'k_dense_kept', k_dense);
+            INTO v_dense, v_dense_families
+            USING p_namespace, v_arguments || jsonb_build_object('k_dense', v_fetch_dense);
+            v_found := cardinality(v_dense);
+            IF (SELECT coalesce(max(f.held), 0) FROM (SELECT count(*) AS held FROM unnest(v_dense_families) AS d (family)
+                                                      GROUP BY d.family) AS f) <= family_candidates THEN
+                -- No family above the cap: every note is within it, the list stands.
+                v_dense := v_dense[1:k_dense];
+                v_under := v_found;
+                v_others := v_found;
+                v_crowding := '{}';
+            ELSE
+                -- Spread (static SQL): at most family_candidates of a family ahead.
+                SELECT coalesce((array_agg(c.note_id ORDER BY c.taken > family_candidates, c.position))[1:k_dense], '{}'),
+                       count(*) FILTER (WHERE c.taken <= family_candidates),
+                       count(*) FILTER (WHERE c.held <= family_candidates),
+                       coalesce(array_agg(DISTINCT c.family) FILTER (WHERE c.held > family_candidates), '{}')
+                INTO v_dense, v_under, v_others, v_crowding
+                FROM (SELECT d.note_id, d.family, d.position,
+                             row_number() OVER (PARTITION BY d.family ORDER BY d.position) AS taken,
+                             count(*) OVER (PARTITION BY d.family) AS held
+                      FROM unnest(v_dense, v_dense_families) WITH ORDINALITY AS d (note_id, family, position)) AS c;
+            END IF;
         END IF;
         EXIT WHEN family_candidates IS NULL;
         -- Deeper while fewer than k are within their family's cap, the search was not
