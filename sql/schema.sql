@@ -938,6 +938,8 @@ CREATE FUNCTION pgmem.stage_one_v1(
     -- come best base score first. With family_candidates, no provenance family puts more
     -- than that many notes ahead of other families' in the dense top k, nor in the
     -- lexical top k (searched again up to 8k deep while other families may be found).
+    -- The pool aggregates come from the candidates' scores alone; the candidates' wide
+    -- columns are carried once, from the fetch to the rows out.
     --
     --   SELECT * FROM pgmem.stage_one_v1('default', 'all-MiniLM-L6-v2-onnx-int8',
     --                                    '[0.01, ...]', 'Who founded the company?', k_dense => 30);
@@ -1005,6 +1007,10 @@ DECLARE
     v_under integer;
     v_others integer;
     v_crowding text[];
+    -- The families of the dense top k, nearest first.
+    v_dense_families text[];
+    -- The caller's plan_cache_mode, put back after the lexical top k from postings.
+    v_plan_mode text;
 BEGIN
     IF k_dense < 1 OR k_lex < 0 THEN
         RAISE EXCEPTION 'stage_one_v1: k_dense must be >= 1 and k_lex >= 0, got % and %', k_dense, k_lex
@@ -1083,6 +1089,11 @@ BEGIN
     -- candidate search checks.
     IF k_lex > 0 AND v_screen IS NOT NULL THEN
         IF roles IS NULL AND filter IS NULL AND v_other_postings <= 4 * v_screen_postings THEN
+            -- Planned once per session: with its arrays' lengths known, a custom plan
+            -- looks cheaper than the generic one (whose shape is the same: the postings
+            -- of each query term by key), so it was planned again on every call.
+            v_plan_mode := current_setting('plan_cache_mode');
+            PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
             LOOP
                 SELECT coalesce(array_agg(s.note_id ORDER BY s.score DESC, s.note_id), '{}')
                 INTO v_lexical_top
@@ -1104,6 +1115,7 @@ BEGIN
                           OR v_others >= pgmem.notes_outside_v1(p_namespace, v_crowding);
                 v_fetch_lex := 2 * v_fetch_lex;
             END LOOP;
+            PERFORM set_config('plan_cache_mode', v_plan_mode, true);
         ELSE
             v_fetch_lex := CASE WHEN family_candidates IS NULL THEN k_lex ELSE 4 * k_lex END;
             SELECT l.kept_notes, l.score_floor, l.screened_notes
@@ -1156,22 +1168,41 @@ BEGIN
                     ORDER BY (n.embedding <=> p_query_embedding) + 0
                     LIMIT k_dense);
             ELSE
-                -- The nearest notes with their families (read with the distances): one
-                -- exact ranking as deep as the deepest search (every note is read anyway).
+                -- One exact ranking as deep as the deepest search (every note is read
+                -- anyway): the loop ends after it. The nearest k first, with their families:
+                -- when no family holds more than family_candidates of them, every one is
+                -- within its family's cap, so they are the spread list's first k as they
+                -- stand, and the ranking need not go deeper (sorting 8k notes by family
+                -- cost more than reading them).
                 v_fetch_dense := 8 * k_dense;
-                SELECT coalesce((array_agg(c.note_id ORDER BY c.taken > family_candidates, c.distance, c.note_id))[1:k_dense], '{}'),
-                       count(*), count(*) FILTER (WHERE c.taken <= family_candidates),
-                       count(*) FILTER (WHERE c.held <= family_candidates),
-                       coalesce(array_agg(DISTINCT c.family) FILTER (WHERE c.held > family_candidates), '{}')
-                INTO v_dense, v_found, v_under, v_others, v_crowding
-                FROM (SELECT t.*, row_number() OVER (PARTITION BY t.family ORDER BY t.distance, t.note_id) AS taken,
-                             count(*) OVER (PARTITION BY t.family) AS held
-                      FROM (SELECT n.note_id, n.family, (n.embedding <=> p_query_embedding) + 0 AS distance
-                            FROM pgmem.notes AS n
-                            WHERE n.namespace = p_namespace AND n.model_id = v_model.model_id
-                              AND (roles IS NULL OR n.role = ANY (roles))
-                            ORDER BY (n.embedding <=> p_query_embedding) + 0
-                            LIMIT v_fetch_dense) AS t) AS c;
+                SELECT coalesce(array_agg(t.note_id ORDER BY t.distance, t.note_id), '{}'),
+                       coalesce(array_agg(t.family ORDER BY t.distance, t.note_id), '{}')
+                INTO v_dense, v_dense_families
+                FROM (SELECT n.note_id, n.family, (n.embedding <=> p_query_embedding) + 0 AS distance
+                      FROM pgmem.notes AS n
+                      WHERE n.namespace = p_namespace AND n.model_id = v_model.model_id
+                        AND (roles IS NULL OR n.role = ANY (roles))
+                      ORDER BY (n.embedding <=> p_query_embedding) + 0, n.note_id
+                      LIMIT k_dense) AS t;
+                IF (SELECT max(f.held) FROM (SELECT count(*) AS held FROM unnest(v_dense_families) AS d (family)
+                                             GROUP BY d.family) AS f) > family_candidates THEN
+                    -- A family holds more: the nearest 8k spread, at most family_candidates
+                    -- of a family ahead of the rest (families compared bytewise: the same
+                    -- partitions, a cheaper sort).
+                    v_dense := ARRAY(
+                        SELECT c.note_id
+                        FROM (SELECT t.note_id, t.distance,
+                                     row_number() OVER (PARTITION BY t.family COLLATE "C"
+                                                        ORDER BY t.distance, t.note_id) AS taken
+                              FROM (SELECT n.note_id, n.family, (n.embedding <=> p_query_embedding) + 0 AS distance
+                                    FROM pgmem.notes AS n
+                                    WHERE n.namespace = p_namespace AND n.model_id = v_model.model_id
+                                      AND (roles IS NULL OR n.role = ANY (roles))
+                                    ORDER BY (n.embedding <=> p_query_embedding) + 0, n.note_id
+                                    LIMIT v_fetch_dense) AS t) AS c
+                        ORDER BY c.taken > family_candidates, c.distance, c.note_id
+                        LIMIT k_dense);
+                END IF;
             END IF;
         ELSIF family_candidates IS NULL THEN
             EXECUTE format($dense$
@@ -1188,26 +1219,39 @@ BEGIN
             IF v_exact_dense THEN
                 v_fetch_dense := 8 * k_dense;  -- one exact ranking, as deep as the deepest search
             END IF;
-            -- The nearest notes with their families (read with the distances), spread
-            -- in the same statement: at most family_candidates of a family ahead.
+            -- The nearest notes with their families, nearest first (ties by note id).
             EXECUTE format($dense$
-            SELECT coalesce((array_agg(c.note_id ORDER BY c.taken > ($2 ->> 'family_candidates')::integer,
-                                                          c.distance, c.note_id))[1:($2 ->> 'k_dense_kept')::integer], '{}'),
-                   count(*), count(*) FILTER (WHERE c.taken <= ($2 ->> 'family_candidates')::integer),
-                   count(*) FILTER (WHERE c.held <= ($2 ->> 'family_candidates')::integer),
-                   coalesce(array_agg(DISTINCT c.family)
-                                FILTER (WHERE c.held > ($2 ->> 'family_candidates')::integer), '{}')
-            FROM (SELECT t.*, row_number() OVER (PARTITION BY t.family ORDER BY t.distance, t.note_id) AS taken,
-                         count(*) OVER (PARTITION BY t.family) AS held
-                  FROM (SELECT n.note_id, n.family,
-                               (n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s)%3$s AS distance
-                        FROM pgmem.notes AS n
-                        WHERE n.namespace = $1 AND %1$s
-                        ORDER BY (n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s)%3$s
-                        LIMIT ($2 ->> 'k_dense')::integer) AS t) AS c
+            SELECT coalesce(array_agg(t.note_id ORDER BY t.distance, t.note_id), '{}'),
+                   coalesce(array_agg(t.family ORDER BY t.distance, t.note_id), '{}')
+            FROM (SELECT n.note_id, n.family,
+                         (n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s)%3$s AS distance
+                  FROM pgmem.notes AS n
+                  WHERE n.namespace = $1 AND %1$s
+                  ORDER BY (n.embedding::%2$s <=> ($2 ->> 'query_embedding')::%2$s)%3$s
+                  LIMIT ($2 ->> 'k_dense')::integer) AS t
             $dense$, v_row_filter, v_vector_type, CASE WHEN v_exact_dense THEN ' + 0' ELSE '' END)
-            INTO v_dense, v_found, v_under, v_others, v_crowding
-            USING p_namespace, v_arguments || jsonb_build_object('k_dense', v_fetch_dense, 'k_dense_kept', k_dense);
+            INTO v_dense, v_dense_families
+            USING p_namespace, v_arguments || jsonb_build_object('k_dense', v_fetch_dense);
+            v_found := cardinality(v_dense);
+            IF (SELECT coalesce(max(f.held), 0) FROM (SELECT count(*) AS held FROM unnest(v_dense_families) AS d (family)
+                                                      GROUP BY d.family) AS f) <= family_candidates THEN
+                -- No family above the cap: every note is within it, the list stands.
+                v_dense := v_dense[1:k_dense];
+                v_under := v_found;
+                v_others := v_found;
+                v_crowding := '{}';
+            ELSE
+                -- Spread (static SQL): at most family_candidates of a family ahead.
+                SELECT coalesce((array_agg(c.note_id ORDER BY c.taken > family_candidates, c.position))[1:k_dense], '{}'),
+                       count(*) FILTER (WHERE c.taken <= family_candidates),
+                       count(*) FILTER (WHERE c.held <= family_candidates),
+                       coalesce(array_agg(DISTINCT c.family) FILTER (WHERE c.held > family_candidates), '{}')
+                INTO v_dense, v_under, v_others, v_crowding
+                FROM (SELECT d.note_id, d.family, d.position,
+                             row_number() OVER (PARTITION BY d.family ORDER BY d.position) AS taken,
+                             count(*) OVER (PARTITION BY d.family) AS held
+                      FROM unnest(v_dense, v_dense_families) WITH ORDINALITY AS d (note_id, family, position)) AS c;
+            END IF;
         END IF;
         EXIT WHEN family_candidates IS NULL;
         -- Deeper while fewer than k are within their family's cap, the search was not
@@ -1360,7 +1404,10 @@ BEGIN
 
     -- 4. Scores, boosts and pool aggregates of the candidates (static SQL: planned once
     -- per session). Each boost is computed once per candidate, and only when its hints
-    -- are given. Rows come best base score first.
+    -- are given. The candidates are fetched once, with the columns the rows return; the
+    -- scores, boosts and aggregates are computed on narrow rows (note, family, scores) and
+    -- joined to them at the end: each wide row is copied once into the fetch and once into
+    -- the final sort instead of into every step. Rows come best base score first.
     RETURN QUERY
     WITH
     scored AS (
@@ -1385,12 +1432,13 @@ BEGIN
               GROUP BY s.note_id, lower(e.value ->> 'text')) AS m
         GROUP BY m.note_id
     ),
-    -- Relevance (weighted cosine + weighted normalised BM25) and the facet boosts.
+    -- Relevance (weighted cosine + weighted normalised BM25) and the facet boosts, on
+    -- narrow rows; the best BM25 of the pool read once.
     boosted AS MATERIALIZED (
-        SELECT s.*,
-               coalesce(s.bm25 / nullif(max(s.bm25) OVER (), 0), 0) AS lexical,
+        SELECT s.note_id, s.document_id, s.family, s.confidence, s.links, s.cosine,
+               coalesce(s.bm25 / nullif(best.bm25, 0), 0) AS lexical,
                dense_weight * s.cosine
-                   + lexical_weight * coalesce(s.bm25 / nullif(max(s.bm25) OVER (), 0), 0) AS relevance,
+                   + lexical_weight * coalesce(s.bm25 / nullif(best.bm25, 0), 0) AS relevance,
                entity_boost * coalesce(em.matched / nullif(cardinality(v_entity_hints), 0), 0) AS boost_entity,
                -- time hint: the best-confidence time tag overlapping it, else the source time
                time_boost * CASE
@@ -1412,50 +1460,55 @@ BEGIN
                                   FROM unnest(handle_hints) AS h WHERE h = ANY (s.handles)), 0)
                    ELSE 0 END AS boost_handle
         FROM scored AS s
+        CROSS JOIN (SELECT max(m.bm25) AS bm25 FROM scored AS m) AS best
         LEFT JOIN entity_matches AS em ON em.note_id = s.note_id
-    ),
-    faceted AS MATERIALIZED (
-        SELECT b.*, b.boost_entity + b.boost_time + b.boost_keyword + b.boost_handle AS facet_boost
-        FROM boosted AS b
     ),
     -- The link boost follows links within a document (previous/next span), both ways
     -- since links are written one way (notes are immutable). Links between documents
     -- (shared rare handles or entities) only pull neighbours into the pool: as a boost
     -- they cost 5.5 points of recall on MultiHop-RAG and gained nothing on LoCoMo.
-    link_pairs AS (
-        SELECT a.note_id AS source, b.relevance
-        FROM faceted AS a
-        JOIN faceted AS b ON b.document_id = a.document_id AND b.note_id <> a.note_id
-        WHERE link_weight > 0 AND (b.note_id = ANY (a.links) OR a.note_id = ANY (b.links))
-    ),
     linked AS (
-        SELECT source AS note_id, max(relevance) AS best_link FROM link_pairs GROUP BY source
+        SELECT a.note_id, max(b.relevance) AS best_link
+        FROM boosted AS a
+        JOIN boosted AS b ON b.document_id = a.document_id AND b.note_id <> a.note_id
+        WHERE link_weight > 0 AND (b.note_id = ANY (a.links) OR a.note_id = ANY (b.links))
+        GROUP BY a.note_id
     ),
-    based AS (
-        SELECT b.*, link_weight * coalesce(l.best_link, 0) AS link_boost,
-               b.relevance + b.facet_boost + link_weight * coalesce(l.best_link, 0) AS base_score
-        FROM faceted AS b LEFT JOIN linked AS l USING (note_id)
+    based AS MATERIALIZED (
+        SELECT b.note_id, b.family, b.confidence, b.cosine, b.lexical, b.boost_entity, b.boost_time,
+               b.boost_keyword, b.boost_handle,
+               b.boost_entity + b.boost_time + b.boost_keyword + b.boost_handle AS facet_boost,
+               link_weight * coalesce(l.best_link, 0) AS link_boost,
+               b.relevance + (b.boost_entity + b.boost_time + b.boost_keyword + b.boost_handle)
+                   + link_weight * coalesce(l.best_link, 0) AS base_score
+        FROM boosted AS b
+        LEFT JOIN linked AS l ON l.note_id = b.note_id
     ),
-    aggregated AS (
-        SELECT b.*,
-               count(*) OVER () AS pool_size,
-               avg(b.base_score) OVER () AS pool_mean,
-               var_pop(b.base_score) OVER () AS pool_variance,
-               count(*) OVER (PARTITION BY b.family) AS family_count,
-               sum(b.base_score) OVER (PARTITION BY b.family) AS family_score_sum,
-               avg(b.confidence::float8) OVER (PARTITION BY b.family) AS family_mean_confidence
+    -- The pool aggregates: per family, then over the pool (the entropy
+    -- H = -avg over rows of ln(m_f / N) = -sum_f (m_f / N) ln(m_f / N)).
+    families AS (
+        SELECT b.family, count(*) AS family_count, sum(b.base_score) AS family_score_sum,
+               avg(b.confidence::float8) AS family_mean_confidence
         FROM based AS b
+        GROUP BY b.family
+    ),
+    pool AS MATERIALIZED (
+        SELECT count(*) AS pool_size, avg(b.base_score) AS pool_mean, var_pop(b.base_score) AS pool_variance,
+               greatest(-avg(ln(f.family_count::float8 / (SELECT count(*) FROM based AS c))), 0) AS pool_entropy
+        FROM based AS b
+        JOIN families AS f ON f.family = b.family
     )
-    SELECT a.note_id, a.external_id, a.document_id, a.span_start, a.span_end, a.text,
-           a.context, a.family, a.role, a.confidence::float8, a.source_ts,
-           a.cosine, a.lexical, a.facet_boost, a.link_boost, a.base_score,
-           a.pool_size::integer, a.pool_mean, a.pool_variance,
-           -- H = -avg over rows of ln(m_f / N) = -sum_f (m_f / N) ln(m_f / N)
-           greatest(-avg(ln(a.family_count::float8 / a.pool_size)) OVER (), 0),
-           a.family_count::integer, a.family_score_sum, a.family_mean_confidence,
-           a.boost_entity, a.boost_time, a.boost_keyword, a.boost_handle, a.created_at, a.word_hashes
-    FROM aggregated AS a
-    ORDER BY a.base_score DESC, a.note_id;
+    SELECT s.note_id, s.external_id, s.document_id, s.span_start, s.span_end, s.text,
+           s.context, s.family, s.role, s.confidence::float8, s.source_ts,
+           b.cosine, b.lexical, b.facet_boost, b.link_boost, b.base_score,
+           p.pool_size::integer, p.pool_mean, p.pool_variance, p.pool_entropy,
+           f.family_count::integer, f.family_score_sum, f.family_mean_confidence,
+           b.boost_entity, b.boost_time, b.boost_keyword, b.boost_handle, s.created_at, s.word_hashes
+    FROM based AS b
+    JOIN families AS f ON f.family = b.family
+    JOIN scored AS s ON s.note_id = b.note_id
+    CROSS JOIN pool AS p
+    ORDER BY b.base_score DESC, b.note_id;
 END;
 $function$;
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -137,3 +138,15 @@ def stage_one_call(schema: str, *, family_cap: bool = True) -> str:
     if not family_cap:
         arguments = arguments.replace(", family_candidates => %(family_candidates)s", "")
     return f"SELECT * FROM {schema}.stage_one_v1({arguments})"
+
+
+def stage_one_as_of(migration: str, schema: str) -> str:
+    """stage_one_v1 as the migration numbered ``migration`` defined it (its frozen file in
+    sql/migrations/), created in ``schema`` instead of pgmem."""
+    (path,) = (Path(__file__).resolve().parents[1] / "sql" / "migrations").glob(f"{migration}_*.sql")
+    text = path.read_text(encoding="utf-8")
+    found = re.search(r"CREATE (OR REPLACE )?FUNCTION pgmem\.stage_one_v1\(", text)
+    if found is None:
+        raise ValueError(f"{path.name} does not define pgmem.stage_one_v1")
+    end = text.index("$function$;", found.start()) + len("$function$;")
+    return f"CREATE FUNCTION {schema}.stage_one_v1(" + text[found.end() : end]
