@@ -219,23 +219,30 @@ def _group_means(
     """
     words = pool.words
     echo = words.echo()
-    number = {name: index for index, name in enumerate(families)}
-    family_of = np.fromiter(
-        map(number.__getitem__, [candidate.family for candidate in pool.candidates]),
-        dtype=np.int64,
-        count=len(pool.candidates),
-    )
+    family_of = _codes_in(families, [candidate.family for candidate in pool.candidates])
+    document_of = _codes_in(None, [candidate.document_id for candidate in pool.candidates])
     # Stable: within a family and an echo value, pool order.
     order = np.lexsort((-echo, family_of))
     grouped = family_of[order]
     rank = np.arange(len(grouped)) - np.searchsorted(grouped, grouped)
     chosen = order[rank < ALARM_GROUP]
-    # Every note is read: a family with fewer than a group's worth of notes has all of them
-    # in its group, and collusion reads every note of the others.
-    nearest, within = words.nearest_duplicates(
-        [candidate.document_id for candidate in pool.candidates],
-        families=[candidate.family for candidate in pool.candidates],
+    # The near-duplicates of the groups' notes, and the same-family ones of the notes
+    # whose family can collude: at least a group's worth of notes, in two documents or
+    # more (any other family's notes have no same-family near-copy in another document,
+    # or too few to count). No other note's value is read.
+    colluders = _collusion_possible(family_of, document_of, len(families))
+    measured = np.zeros(len(family_of), dtype=bool)
+    measured[chosen] = True
+    measured |= colluders[family_of]
+    rows = np.flatnonzero(measured)
+    nearest_of_rows, within_of_rows = words.nearest_duplicates(
+        document_of, rows, families=family_of if colluders.any() else None
     )
+    nearest = np.zeros(len(family_of))
+    nearest[rows] = nearest_of_rows
+    within = np.zeros(len(family_of))
+    within[rows] = within_of_rows
+    within[~colluders[family_of]] = 0.0
     grouped_members = np.bincount(family_of[chosen], minlength=len(families))
     # bincount adds each family's values in group order, as a sum over the group would.
     sums = np.stack(
@@ -256,6 +263,26 @@ def _group_means(
     collusion[family_of[kth]] = within[kth]
     collusions: list[float] = collusion.tolist()
     return duplicates, echoes, collusions, within, family_of
+
+
+def _codes_in(names: Sequence[str] | None, labels: list[str]) -> npt.NDArray[np.int64]:
+    """Each label as its index in ``names`` (None: a new code per distinct label, in order of appearance)."""
+    number = {name: index for index, name in enumerate(dict.fromkeys(labels) if names is None else names)}
+    return np.fromiter(map(number.__getitem__, labels), dtype=np.int64, count=len(labels))
+
+
+def _collusion_possible(
+    family_of: npt.NDArray[np.int64], document_of: npt.NDArray[np.int64], family_count: int
+) -> npt.NDArray[np.bool_]:
+    """Per family: at least :data:`ALARM_GROUP` pool notes, in at least two documents."""
+    members = np.bincount(family_of, minlength=family_count)
+    # Each family's first document (the last of these writes to a family wins), and how
+    # many of its notes are in another one.
+    first = np.zeros(family_count, dtype=np.int64)
+    first[family_of[::-1]] = document_of[::-1]
+    elsewhere = np.bincount(family_of, weights=document_of != first[family_of], minlength=family_count)
+    possible: npt.NDArray[np.bool_] = (members >= ALARM_GROUP) & (elsewhere > 0)
+    return possible
 
 
 def _clip(value: float) -> float:
