@@ -235,14 +235,13 @@ def _group_means(
     measured[chosen] = True
     measured |= colluders[family_of]
     rows = np.flatnonzero(measured)
+    can_collude = bool(colluders.any())
     nearest_of_rows, within_of_rows = words.nearest_duplicates(
-        document_of, rows, families=family_of if colluders.any() else None
+        document_of, rows, families=family_of if can_collude else None
     )
     nearest = np.zeros(len(family_of))
     nearest[rows] = nearest_of_rows
     within = np.zeros(len(family_of))
-    within[rows] = within_of_rows
-    within[~colluders[family_of]] = 0.0
     grouped_members = np.bincount(family_of[chosen], minlength=len(families))
     # bincount adds each family's values in group order, as a sum over the group would.
     sums = np.stack(
@@ -254,6 +253,10 @@ def _group_means(
     means = np.divide(sums, grouped_members, out=np.zeros_like(sums), where=grouped_members > 0)
     duplicates: list[float] = means[0].tolist()
     echoes: list[float] = means[1].tolist()
+    if not can_collude:
+        return duplicates, echoes, [0.0] * len(families), within, family_of
+    within[rows] = within_of_rows
+    within[~colluders[family_of]] = 0.0
     # The ALARM_GROUP-th highest within-family duplicate: one near-copied pair (an article
     # republished) is not collusion, a group of near-copies is.
     by_within = np.lexsort((-within, family_of))
