@@ -124,42 +124,59 @@ def family_signals(
         Seconds: the burst gate's window (``CalibrationParams.burst_window``).
     """
     aggregates = {aggregate.family: aggregate for aggregate in pool.families}
+    ordered = [aggregates[name] for name in families]
     duplicates, echoes, collusions, within, family_of = _group_means(pool, families)
     spans, latenesses = _bursts(pool, len(families), within, family_of, threshold, burst_window)
-    size = max(pool.size, 1)
     notes = pool.namespace_notes
     namespace_age = pool.namespace_age_seconds
-    signals = FamilySignals([], [], [], [], [], [], [], [], [], [], [], [], [], [])
-    ages_known = namespace_age is not None and recency_window > 0
-    for name, z, duplicate, question_echo, collusion, span, lateness in zip(
-        families, shrunk_z.tolist(), duplicates, echoes, collusions, spans, latenesses, strict=True
-    ):
-        aggregate = aggregates[name]
-        pool_share = aggregate.count / size
-        namespace_share = aggregate.namespace_count / notes if notes > 0 else 0.0
-        # min(1.0, max(0.0, x)) is _clip, written out: this loop runs once per family and pack.
-        concentration = min(1.0, max(0.0, 1.0 - namespace_share / pool_share)) if notes > 0 else 0.0
-        newness = _newness(aggregate.age_seconds, namespace_age, recency_window) if ages_known else 0.0
-        support = min(1.0, max(0.0, math.tanh(z / tau)))
-        strength = max(support, concentration, newness)
-        signals.namespace_count.append(aggregate.namespace_count)
-        signals.pool_share.append(pool_share)
-        signals.namespace_share.append(namespace_share)
-        signals.concentration.append(concentration)
-        signals.newness.append(newness)
-        signals.duplicate_density.append(duplicate)
-        signals.question_echo.append(question_echo)
-        signals.support.append(support)
-        signals.collusion.append(collusion)
-        signals.burst_span.append(span)
-        signals.burst_lateness.append(lateness)
-        signals.bound.append(aggregate.bound)
-        late_burst = span is not None and lateness is not None and span <= burst_window <= lateness
-        counts = use_collusion and late_burst and not aggregate.bound
-        echo_score = min(1.0, max(0.0, question_echo * math.sqrt(duplicate) * (0.5 + 0.5 * strength)))
-        signals.colluding.append(counts and threshold is not None and collusion >= threshold)
-        signals.score.append(max(echo_score, collusion) if counts else echo_score)
-    return signals
+    namespace_count = [aggregate.namespace_count for aggregate in ordered]
+    bound = [aggregate.bound for aggregate in ordered]
+    # Column by column over the families (each value as the scalar formula gives it: the
+    # divisions, products and square roots are the same IEEE operations, and no value
+    # clipped here can be -0.0, where np.clip and min/max would differ).
+    pool_share = np.array([aggregate.count for aggregate in ordered], dtype=np.float64) / max(pool.size, 1)
+    if notes > 0:
+        namespace_share = np.array(namespace_count, dtype=np.float64) / notes
+        concentration = np.clip(1.0 - namespace_share / pool_share, 0.0, 1.0)
+    else:
+        namespace_share = concentration = np.zeros(len(ordered))
+    if namespace_age is not None and recency_window > 0:
+        newness = [_newness(aggregate.age_seconds, namespace_age, recency_window) for aggregate in ordered]
+    else:
+        newness = [0.0] * len(ordered)
+    # math.tanh, one family at a time: np.tanh may differ from it in the last bit.
+    support = [min(1.0, max(0.0, math.tanh(z))) for z in (shrunk_z / tau).tolist()]
+    strength = np.maximum(np.maximum(support, concentration), newness)
+    echo_score: list[float] = np.clip(
+        np.array(echoes) * np.sqrt(duplicates) * (0.5 + 0.5 * strength), 0.0, 1.0
+    ).tolist()
+    # Collusion counts for a late burst of an unbound family only.
+    counts = [
+        use_collusion and span is not None and lateness is not None and span <= burst_window <= lateness and not bound_f
+        for span, lateness, bound_f in zip(spans, latenesses, bound, strict=True)
+    ]
+    return FamilySignals(
+        namespace_count=namespace_count,
+        pool_share=pool_share.tolist(),
+        namespace_share=namespace_share.tolist(),
+        concentration=concentration.tolist(),
+        newness=newness,
+        duplicate_density=duplicates,
+        question_echo=echoes,
+        support=support,
+        collusion=collusions,
+        burst_span=spans,
+        burst_lateness=latenesses,
+        bound=bound,
+        colluding=[
+            counts_f and threshold is not None and collusion >= threshold
+            for counts_f, collusion in zip(counts, collusions, strict=True)
+        ],
+        score=[
+            max(echo, collusion) if counts_f else echo
+            for echo, collusion, counts_f in zip(echo_score, collusions, counts, strict=True)
+        ],
+    )
 
 
 def _bursts(
