@@ -8,6 +8,9 @@ per call and the per-block ratio B/A (median and quartiles)::
 
     python benchmarks/bench_finish_ab.py /path/to/before /path/to/after --blocks 24 --calls 100 [--cold]
 
+``--turn-documents`` makes each turn its own document, so that the sessions (families)
+span documents and the alarm reads every note's same-family near-duplicates.
+
 A tree whose candidates carry word hashes (migration 0016) gets them as stage one returns
 them: ``word_hashes(text)`` for each note whose text ``pgmem.word_hashes_v1`` hashes
 (``hashed_by_database``), None for the others; ``--no-hashes`` leaves them out (every note tokenised, as for notes
@@ -27,7 +30,9 @@ from pathlib import Path
 from typing import Any
 
 
-def load_tree(tree: str, pool_count: int, hashes: bool, texts_only: bool) -> tuple[Any, Any, list[Any], list[Any]]:
+def load_tree(
+    tree: str, pool_count: int, hashes: bool, texts_only: bool, turn_documents: bool = False
+) -> tuple[Any, Any, list[Any], list[Any]]:
     """Import pgmem from ``tree`` (fresh modules) and build its pools and requests."""
     for name in [m for m in sys.modules if m == "pgmem" or m.startswith("pgmem.") or m == "bench_finish"]:
         del sys.modules[name]
@@ -44,6 +49,8 @@ def load_tree(tree: str, pool_count: int, hashes: bool, texts_only: bool) -> tup
     pools = bench.locomo_pools(bench.LOCOMO, 128, pool_count)
     if hashes and hasattr(words, "word_hashes"):
         pools = [with_stored_hashes(pool, words) for pool in pools]
+    if turn_documents:
+        pools = [as_turn_documents(pool) for pool in pools]
     requests = [pipeline.prepare_pack(pool.query, embedder=embedder) for pool in pools]
     for request, pool in zip(requests, pools, strict=True):  # warm up
         pipeline.finish_pack(request, pool)
@@ -61,6 +68,13 @@ def with_stored_hashes(pool: Any, words: Any) -> Any:
     return dataclasses.replace(pool, candidates=candidates)
 
 
+def as_turn_documents(pool: Any) -> Any:
+    """``pool`` with each turn its own document: a session (family) then spans many documents,
+    so the alarm measures the same-family near-duplicates of every note (collusion)."""
+    candidates = tuple(dataclasses.replace(c, document_id=c.external_id or c.note_id) for c in pool.candidates)
+    return dataclasses.replace(pool, candidates=candidates)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trees", nargs=2, help="tree A (before) and tree B (after)")
@@ -72,10 +86,14 @@ def main() -> None:
     parser.add_argument(
         "--texts-only", action="store_true", help="with --cold: forget the note texts, keep the word vocabulary"
     )
+    parser.add_argument(
+        "--turn-documents", action="store_true", help="each turn its own document (families span documents)"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).parent))
     setups = [
-        load_tree(str(Path(tree).resolve()), args.pools, not args.no_hashes, args.texts_only) for tree in args.trees
+        load_tree(str(Path(tree).resolve()), args.pools, not args.no_hashes, args.texts_only, args.turn_documents)
+        for tree in args.trees
     ]
     times: list[list[float]] = [[], []]
     calls = args.calls
@@ -103,6 +121,8 @@ def main() -> None:
         )
     if args.no_hashes:
         memo += ", no stored hashes"
+    if args.turn_documents:
+        memo += ", each turn its own document"
     print(f"load average {os.getloadavg()[0]:.1f}; {memo}; {args.blocks} x {calls} calls per tree, alternated")
     for label, tree, values in (("A", args.trees[0], before), ("B", args.trees[1], after)):
         print(f"  {label} {tree}: CPU per call median {statistics.median(values):.3f} ms, min {min(values):.3f} ms")

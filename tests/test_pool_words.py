@@ -10,18 +10,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import uuid
 from typing import Any
 
 import pytest
 from finish_golden import FINISH_DIR, finish
 from golden_util import candidate_rows
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pgmem.ingestion.entities import STOPWORDS
 from pgmem.retrieval import words as words_module
+from pgmem.retrieval.alarm import ALARM_GROUP, _group_means
+from pgmem.retrieval.pool import Pool
+from pgmem.retrieval.stage_one import pool_from_rows
 from pgmem.retrieval.words import PoolWords, word_hashes, word_list
-from pgmem.types import FamilyCalibration, PackItem, Rejection
+from pgmem.types import Candidate, FamilyAggregate, FamilyCalibration, PackItem, Rejection
 
 _WORD = re.compile(r"\w+")
 
@@ -101,3 +105,86 @@ def test_the_memo_hashes_texts_as_the_database_stores_them(texts: list[str]) -> 
         # The memo keeps set order; word_hashes (what the database stores) is sorted by word.
         assert sorted(words_module._unpacked(hashes)) == sorted(words_module._unpacked(word_hashes(text)))
         assert len(hashes) == len(word_hashes(text))
+
+
+@settings(max_examples=150, deadline=None)
+@given(candidate_rows(max_size=40))
+def test_the_alarm_reads_the_near_duplicates_it_needs_as_if_it_read_them_all(rows: list[Candidate]) -> None:
+    # _group_means measures only the groups' notes and the notes of families that can
+    # collude (a group's worth of notes in two documents or more): what it reports is
+    # what every note's values give. (calibrate reads no alarm for an empty pool.)
+    assume(rows)
+    pool = Pool.from_candidates(rows, query="the harbour at dawn?")
+    names = [aggregate.family for aggregate in pool.families]
+    duplicates, echoes, collusions, _, _ = _group_means(pool, names)
+    families = [candidate.family for candidate in pool.candidates]
+    nearest, within = pool.words.nearest_duplicates(
+        [candidate.document_id for candidate in pool.candidates], families=families
+    )
+    echo = pool.words.echo()
+    for index, name in enumerate(names):
+        members = [row for row, family in enumerate(families) if family == name]
+        group = sorted(members, key=lambda row: -echo[row])[:ALARM_GROUP]  # stable: pool order on ties
+        assert duplicates[index] == pytest.approx(sum(nearest[group]) / len(group), abs=1e-12)
+        assert echoes[index] == pytest.approx(sum(echo[group]) / len(group), abs=1e-12)
+        ranked = sorted((within[row] for row in members), reverse=True)
+        assert collusions[index] == (ranked[ALARM_GROUP - 1] if len(ranked) >= ALARM_GROUP else 0.0)
+
+
+@settings(max_examples=50, deadline=None)
+@given(candidate_rows(max_size=30))
+def test_a_pool_read_from_stage_one_rows_holds_the_rows_candidates(rows: list[Candidate]) -> None:
+    pool = Pool.from_candidates(rows, query="q")
+    aggregates = {aggregate.family: aggregate for aggregate in pool.families}
+    stage_one_rows = [_stage_one_row(pool, candidate, aggregates[candidate.family]) for candidate in rows]
+    read = pool_from_rows(stage_one_rows, query="q")
+    assert read.candidates == tuple(rows)
+    names = [field.name for field in dataclasses.fields(Candidate)]
+    for candidate, row in zip(read.candidates, rows, strict=True):
+        assert list(vars(candidate)) == names  # every field, in field order (built from fields)
+        assert candidate.word_hashes == row.word_hashes  # not compared by ==
+    assert read.families == pool.families
+
+
+def _stage_one_row(pool: Pool, candidate: Candidate, family: FamilyAggregate) -> dict[str, Any]:
+    """``candidate`` as a row of the stage_one statement (dict_row: values by column name)."""
+    return {
+        "note_id": uuid.UUID(candidate.note_id),
+        "external_id": candidate.external_id,
+        "document_id": candidate.document_id,
+        "span_start": candidate.span_start,
+        "span_end": candidate.span_end,
+        "text": candidate.text,
+        "context": candidate.context,
+        "family": candidate.family,
+        "role": candidate.role,
+        "confidence": candidate.confidence,
+        "source_ts": candidate.source_ts,
+        "dense_score": candidate.dense_score,
+        "lexical_score": candidate.lexical_score,
+        "facet_boost": candidate.facet_boost,
+        "link_boost": candidate.link_boost,
+        "base_score": candidate.base_score,
+        "boost_entity": candidate.entity_boost,
+        "boost_time": candidate.time_boost,
+        "boost_keyword": candidate.keyword_boost,
+        "boost_handle": candidate.handle_boost,
+        "note_age_seconds": candidate.age_seconds,
+        "word_hashes": candidate.word_hashes,
+        "pool_size": pool.size,
+        "pool_mean": pool.mean,
+        "pool_variance": pool.variance,
+        "pool_entropy": pool.entropy,
+        "family_count": family.count,
+        "family_score_sum": family.score_sum,
+        "family_mean_confidence": family.mean_confidence,
+        "family_feedback_helpful": family.feedback_helpful,
+        "family_feedback_unhelpful": family.feedback_unhelpful,
+        "family_namespace_count": family.namespace_count,
+        "family_age_seconds": family.age_seconds,
+        "family_bound": family.bound,
+        "namespace_feedback_helpful": pool.feedback_helpful,
+        "namespace_feedback_unhelpful": pool.feedback_unhelpful,
+        "namespace_note_count": pool.namespace_notes,
+        "namespace_age_seconds": pool.namespace_age_seconds,
+    }

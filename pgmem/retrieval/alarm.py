@@ -124,42 +124,59 @@ def family_signals(
         Seconds: the burst gate's window (``CalibrationParams.burst_window``).
     """
     aggregates = {aggregate.family: aggregate for aggregate in pool.families}
+    ordered = [aggregates[name] for name in families]
     duplicates, echoes, collusions, within, family_of = _group_means(pool, families)
     spans, latenesses = _bursts(pool, len(families), within, family_of, threshold, burst_window)
-    size = max(pool.size, 1)
     notes = pool.namespace_notes
     namespace_age = pool.namespace_age_seconds
-    signals = FamilySignals([], [], [], [], [], [], [], [], [], [], [], [], [], [])
-    ages_known = namespace_age is not None and recency_window > 0
-    for name, z, duplicate, question_echo, collusion, span, lateness in zip(
-        families, shrunk_z.tolist(), duplicates, echoes, collusions, spans, latenesses, strict=True
-    ):
-        aggregate = aggregates[name]
-        pool_share = aggregate.count / size
-        namespace_share = aggregate.namespace_count / notes if notes > 0 else 0.0
-        # min(1.0, max(0.0, x)) is _clip, written out: this loop runs once per family and pack.
-        concentration = min(1.0, max(0.0, 1.0 - namespace_share / pool_share)) if notes > 0 else 0.0
-        newness = _newness(aggregate.age_seconds, namespace_age, recency_window) if ages_known else 0.0
-        support = min(1.0, max(0.0, math.tanh(z / tau)))
-        strength = max(support, concentration, newness)
-        signals.namespace_count.append(aggregate.namespace_count)
-        signals.pool_share.append(pool_share)
-        signals.namespace_share.append(namespace_share)
-        signals.concentration.append(concentration)
-        signals.newness.append(newness)
-        signals.duplicate_density.append(duplicate)
-        signals.question_echo.append(question_echo)
-        signals.support.append(support)
-        signals.collusion.append(collusion)
-        signals.burst_span.append(span)
-        signals.burst_lateness.append(lateness)
-        signals.bound.append(aggregate.bound)
-        late_burst = span is not None and lateness is not None and span <= burst_window <= lateness
-        counts = use_collusion and late_burst and not aggregate.bound
-        echo_score = min(1.0, max(0.0, question_echo * math.sqrt(duplicate) * (0.5 + 0.5 * strength)))
-        signals.colluding.append(counts and threshold is not None and collusion >= threshold)
-        signals.score.append(max(echo_score, collusion) if counts else echo_score)
-    return signals
+    namespace_count = [aggregate.namespace_count for aggregate in ordered]
+    bound = [aggregate.bound for aggregate in ordered]
+    # Column by column over the families (each value as the scalar formula gives it: the
+    # divisions, products and square roots are the same IEEE operations, and no value
+    # clipped here can be -0.0, where np.clip and min/max would differ).
+    pool_share = np.array([aggregate.count for aggregate in ordered], dtype=np.float64) / max(pool.size, 1)
+    if notes > 0:
+        namespace_share = np.array(namespace_count, dtype=np.float64) / notes
+        concentration = np.clip(1.0 - namespace_share / pool_share, 0.0, 1.0)
+    else:
+        namespace_share = concentration = np.zeros(len(ordered))
+    if namespace_age is not None and recency_window > 0:
+        newness = [_newness(aggregate.age_seconds, namespace_age, recency_window) for aggregate in ordered]
+    else:
+        newness = [0.0] * len(ordered)
+    # math.tanh, one family at a time: np.tanh may differ from it in the last bit.
+    support = [min(1.0, max(0.0, math.tanh(z))) for z in (shrunk_z / tau).tolist()]
+    strength = np.maximum(np.maximum(support, concentration), newness)
+    echo_score: list[float] = np.clip(
+        np.array(echoes) * np.sqrt(duplicates) * (0.5 + 0.5 * strength), 0.0, 1.0
+    ).tolist()
+    # Collusion counts for a late burst of an unbound family only.
+    counts = [
+        use_collusion and span is not None and lateness is not None and span <= burst_window <= lateness and not bound_f
+        for span, lateness, bound_f in zip(spans, latenesses, bound, strict=True)
+    ]
+    return FamilySignals(
+        namespace_count=namespace_count,
+        pool_share=pool_share.tolist(),
+        namespace_share=namespace_share.tolist(),
+        concentration=concentration.tolist(),
+        newness=newness,
+        duplicate_density=duplicates,
+        question_echo=echoes,
+        support=support,
+        collusion=collusions,
+        burst_span=spans,
+        burst_lateness=latenesses,
+        bound=bound,
+        colluding=[
+            counts_f and threshold is not None and collusion >= threshold
+            for counts_f, collusion in zip(counts, collusions, strict=True)
+        ],
+        score=[
+            max(echo, collusion) if counts_f else echo
+            for echo, collusion, counts_f in zip(echo_score, collusions, counts, strict=True)
+        ],
+    )
 
 
 def _bursts(
@@ -219,23 +236,29 @@ def _group_means(
     """
     words = pool.words
     echo = words.echo()
-    number = {name: index for index, name in enumerate(families)}
-    family_of = np.fromiter(
-        map(number.__getitem__, [candidate.family for candidate in pool.candidates]),
-        dtype=np.int64,
-        count=len(pool.candidates),
-    )
+    family_of = _codes_in(families, [candidate.family for candidate in pool.candidates])
+    document_of = _codes_in(None, [candidate.document_id for candidate in pool.candidates])
     # Stable: within a family and an echo value, pool order.
     order = np.lexsort((-echo, family_of))
     grouped = family_of[order]
     rank = np.arange(len(grouped)) - np.searchsorted(grouped, grouped)
     chosen = order[rank < ALARM_GROUP]
-    # Every note is read: a family with fewer than a group's worth of notes has all of them
-    # in its group, and collusion reads every note of the others.
-    nearest, within = words.nearest_duplicates(
-        [candidate.document_id for candidate in pool.candidates],
-        families=[candidate.family for candidate in pool.candidates],
+    # The near-duplicates of the groups' notes, and the same-family ones of the notes
+    # whose family can collude: at least a group's worth of notes, in two documents or
+    # more (any other family's notes have no same-family near-copy in another document,
+    # or too few to count). No other note's value is read.
+    colluders = _collusion_possible(family_of, document_of, len(families))
+    measured = np.zeros(len(family_of), dtype=bool)
+    measured[chosen] = True
+    measured |= colluders[family_of]
+    rows = np.flatnonzero(measured)
+    can_collude = bool(colluders.any())
+    nearest_of_rows, within_of_rows = words.nearest_duplicates(
+        document_of, rows, families=family_of if can_collude else None
     )
+    nearest = np.zeros(len(family_of))
+    nearest[rows] = nearest_of_rows
+    within = np.zeros(len(family_of))
     grouped_members = np.bincount(family_of[chosen], minlength=len(families))
     # bincount adds each family's values in group order, as a sum over the group would.
     sums = np.stack(
@@ -247,6 +270,10 @@ def _group_means(
     means = np.divide(sums, grouped_members, out=np.zeros_like(sums), where=grouped_members > 0)
     duplicates: list[float] = means[0].tolist()
     echoes: list[float] = means[1].tolist()
+    if not can_collude:
+        return duplicates, echoes, [0.0] * len(families), within, family_of
+    within[rows] = within_of_rows
+    within[~colluders[family_of]] = 0.0
     # The ALARM_GROUP-th highest within-family duplicate: one near-copied pair (an article
     # republished) is not collusion, a group of near-copies is.
     by_within = np.lexsort((-within, family_of))
@@ -256,6 +283,26 @@ def _group_means(
     collusion[family_of[kth]] = within[kth]
     collusions: list[float] = collusion.tolist()
     return duplicates, echoes, collusions, within, family_of
+
+
+def _codes_in(names: Sequence[str] | None, labels: list[str]) -> npt.NDArray[np.int64]:
+    """Each label as its index in ``names`` (None: a new code per distinct label, in order of appearance)."""
+    number = {name: index for index, name in enumerate(dict.fromkeys(labels) if names is None else names)}
+    return np.fromiter(map(number.__getitem__, labels), dtype=np.int64, count=len(labels))
+
+
+def _collusion_possible(
+    family_of: npt.NDArray[np.int64], document_of: npt.NDArray[np.int64], family_count: int
+) -> npt.NDArray[np.bool_]:
+    """Per family: at least :data:`ALARM_GROUP` pool notes, in at least two documents."""
+    members = np.bincount(family_of, minlength=family_count)
+    # Each family's first document (the last of these writes to a family wins), and how
+    # many of its notes are in another one.
+    first = np.zeros(family_count, dtype=np.int64)
+    first[family_of[::-1]] = document_of[::-1]
+    elsewhere = np.bincount(family_of, weights=document_of != first[family_of], minlength=family_count)
+    possible: npt.NDArray[np.bool_] = (members >= ALARM_GROUP) & (elsewhere > 0)
+    return possible
 
 
 def _clip(value: float) -> float:

@@ -385,12 +385,14 @@ class _Overlaps:
     def _update(self, index: int) -> tuple[float, str | None]:
         best = self.found.get(index, (0.0, None))
         candidate = self.candidates[index]
-        for other in self.selected[self.seen.get(index, 0) :]:
+        pending = self.selected[self.seen.get(index, 0) :]
+        words = self._words_of(index) if pending else frozenset()
+        for other in pending:
             chosen = self.candidates[other]
             if candidate.document_id == chosen.document_id:
                 overlap = _span_overlap(candidate, chosen)
             else:
-                overlap = _jaccard(self._words_of(index), self._words_of(other))
+                overlap = _jaccard(words, self._words_of(other))
             if overlap > best[0]:
                 best = (overlap, chosen.note_id)
         self.seen[index] = len(self.selected)

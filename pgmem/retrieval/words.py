@@ -86,10 +86,10 @@ def _packed(hashes: Sequence[int]) -> bytes:
     return np.array(hashes, dtype=_HASH).tobytes()
 
 
-def _unpacked(data: bytes) -> list[int]:
-    """The int64s of :func:`_packed` bytes."""
+def _unpacked(data: bytes) -> Sequence[int]:
+    """The int64s of :func:`_packed` bytes (a view of them where the machine's int64 is little-endian)."""
     if _NATIVE_LITTLE_ENDIAN:
-        return memoryview(data).cast("q").tolist()
+        return memoryview(data).cast("q")
     return np.frombuffer(data, dtype=_HASH).tolist()  # type: ignore[no-any-return]
 
 
@@ -273,22 +273,22 @@ class PoolWords:
 
     def nearest_duplicates(
         self,
-        documents: Sequence[str],
+        documents: Sequence[str] | _Ints,
         rows: Sequence[int] | _Ints | None = None,
-        families: Sequence[str] | None = None,
+        families: Sequence[str] | _Ints | None = None,
     ) -> tuple[_Array, _Array]:
         """For each note (or each of ``rows``), the highest content-word Jaccard with a note of
         another document, and the same among notes of its own family (zeros without ``families``).
 
         Parameters
         ----------
-        documents : sequence of str
-            Each note's document, in candidate order.
+        documents : sequence of str, or array of int
+            Each note's document (or a code per document), in candidate order.
         rows : sequence of int, optional
             The notes to measure, in the order wanted (default: all, in order). Only
             these rows of the pool-wide matrix are computed.
-        families : sequence of str, optional
-            Each note's family, in candidate order.
+        families : sequence of str, or array of int, optional
+            Each note's family (or a code per family), in candidate order.
         """
         count = self.size
         if rows is None:
@@ -302,29 +302,31 @@ class PoolWords:
         shared = self._shared(picked, wanted, position)
         document = _codes(documents)
         # Notes of one document (the note itself included) are not near-duplicates: 0.
-        shared *= document[picked, None] != document[None, :]
+        np.copyto(shared, 0.0, where=document[picked, None] == document[None, :])
         # A note without content words shares none: counted as one word, its unions are
         # >= 1 and its Jaccards the 0 they are (other unions are >= either note's size).
         union = np.maximum(self.content_sizes[picked], 1.0)[:, None] + self.content_sizes[None, :]
         union -= shared
-        jaccard = shared / union
+        jaccard = np.divide(shared, union, out=shared)
         nearest: _Array = jaccard.max(axis=1)[position[rows]]
         if families is None:
             return nearest, np.zeros(len(rows))
         family = _codes(families)
-        jaccard *= family[picked, None] == family[None, :]
+        np.copyto(jaccard, 0.0, where=family[picked, None] != family[None, :])
         within: _Array = jaccard.max(axis=1)[position[rows]]
         return nearest, within
 
-    def _shared(self, picked: _Ints, wanted: npt.NDArray[np.bool_], position: _Ints) -> _Ints:
-        """``shared[p, j]``: how many content words note ``picked[p]`` and note j have in common."""
+    def _shared(self, picked: _Ints, wanted: npt.NDArray[np.bool_], position: _Ints) -> _Array:
+        """``shared[p, j]``: how many content words note ``picked[p]`` and note j have in common
+        (float64: the counts are small integers, exact, and the Jaccards divide them)."""
         count = self.size
         # Runs of one word (any order within a run: every count below is symmetric).
         order = self.content_ids.argsort()
         word = self.content_ids[order]
         row = self.content_rows[order]
-        starts = np.flatnonzero(np.concatenate(([True], word[1:] != word[:-1])))
-        lengths = np.diff(starts, append=len(word))
+        bounds = np.flatnonzero(np.concatenate(([True], word[1:] != word[:-1], [True])))
+        starts = bounds[:-1]
+        lengths = bounds[1:] - starts
         common = _common_runs(lengths)
         paired = lengths >= 2
         bits = None
@@ -348,16 +350,19 @@ class PoolWords:
             offset += offset >= (entries - run_start[entries]).repeat(partners)
             partner = run_start[entries].repeat(partners) + offset
             cells = (position[row[entries]] * count).repeat(partners) + row[partner]
-            shared: _Ints = np.bincount(cells, minlength=len(picked) * count).reshape(len(picked), count)
+            shared = np.bincount(cells, minlength=len(picked) * count).reshape(len(picked), count)
         else:
             shared = np.zeros((len(picked), count), dtype=np.int64)
         if bits is not None:
             shared += bits
-        return shared
+        counts: _Array = shared.astype(np.float64)
+        return counts
 
 
-def _codes(labels: Sequence[str]) -> _Ints:
-    """Each label as a small integer (equal labels, equal codes)."""
+def _codes(labels: Sequence[str] | _Ints) -> _Ints:
+    """Each label as a small integer (equal labels, equal codes); an integer array is taken as codes already."""
+    if isinstance(labels, np.ndarray):
+        return labels
     number = {label: index for index, label in enumerate(dict.fromkeys(labels))}
     return np.fromiter(map(number.__getitem__, labels), dtype=np.int64, count=len(labels))
 
