@@ -1,6 +1,6 @@
 """Migration 0021: the foreign keys ingest checked per row that could never fail are gone;
 what they refused is still refused (by notes_namespace_model), and postings still follow
-the notes."""
+the notes. The GIN indexes of the link lookups keep no pending list."""
 
 from __future__ import annotations
 
@@ -92,3 +92,21 @@ def test_postings_follow_notes_through_ingest_supersede_and_forget(
         " WHERE NOT EXISTS (SELECT 1 FROM pgmem.notes AS n WHERE n.namespace = p.namespace AND n.note_id = p.note_id)"
     ).fetchone()
     assert orphans == (0,)
+
+
+def test_the_link_lookups_read_no_pending_list(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    texts = [
+        f"Ada Lovelace met Charles Babbage in London, see ACME-{i} and https://acme.example/{i}." for i in range(20)
+    ]
+    result = pgmem.ingest(conn, make_spans(texts), namespace="a", embedder=hashing)
+    assert conn.execute("SELECT count(*) FROM pgmem.notes WHERE handles <> '{}' AND entities <> '[]'").fetchone() == (
+        20,
+    )
+    # Every entry went into the index itself: nothing was left pending to merge.
+    for index in ("notes_handles_gin", "notes_entities_gin"):
+        assert conn.execute("SELECT gin_clean_pending_list(%s::regclass)", (f"pgmem.{index}",)).fetchone() == (0,)
+    # And the lookups find the holders (a handle held by one note, an entity by all 20).
+    rows = conn.execute("SELECT key, note_id::text FROM pgmem.handle_holders_v1('a', ARRAY['ACME-3'], 6)").fetchall()
+    assert rows == [("ACME-3", result.note_ids[3])]
+    rows = conn.execute("SELECT count(*) FROM pgmem.entity_holders_v1('a', ARRAY['Ada Lovelace'], 6)").fetchone()
+    assert rows == (6,)

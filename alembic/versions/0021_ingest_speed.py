@@ -1,4 +1,4 @@
-"""Incremental ingest drops the foreign-key checks that can never fail (postings, notes' implied keys).
+"""Ingest drops foreign-key checks that can never fail; its link lookups read no GIN pending list.
 
 Revision ID: 0021
 Revises: 0018
