@@ -407,7 +407,7 @@ CREATE TABLE pgmem.compaction_log (
 -- Readers see their namespace's rows (the notes' policy); only the triggers below
 -- (owner rights) write them, from notes just written (whose namespace their foreign key
 -- checked) and deleted with their notes: no foreign key here, whose check would run for
--- every posting (about 17 per note) and could never fail.
+-- every posting (about 13 per note) and could never fail.
 CREATE TABLE pgmem.lexeme_postings (
     namespace text NOT NULL,
     lexeme text NOT NULL,

@@ -7,7 +7,7 @@
 -- quarter of ingest's server time outside the HNSW insert, and none of them can fail:
 --
 -- * pgmem.lexeme_postings (namespace) -> pgmem.namespaces: checked once per posting,
---   about 17 per note. Postings are written only by the owner-rights trigger
+--   about 13 per note. Postings are written only by the owner-rights trigger
 --   notes_post_new, from notes just inserted (whose namespace notes_namespace_model has
 --   checked), and deleted with their notes (notes_unpost_deleted); no role holds INSERT or
 --   UPDATE on the table. The namespace row cannot go while its notes exist.
