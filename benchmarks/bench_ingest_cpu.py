@@ -15,22 +15,24 @@ backend's /proc/PID/schedstat before and after each).
 * ``--rollback``: each batch rolled back (repeatable measurements on one store).
 * ``--in-transaction``: each batch inside a transaction of the caller's (as on a
   connection that is not in autocommit mode), so the batch is a savepoint.
-
-The batch's own transaction is the one rolled back (at its commit), so the insert runs as
-in a real call: in a top-level transaction, or in a savepoint with --in-transaction.
-* ``--split``: instead, the batch's INSERT alone, in savepoints rolled back, with parts of
-  the table's work switched off in turn (an index dropped, triggers disabled), and
-  ``EXPLAIN (ANALYZE, BUFFERS)`` of it once: what each part costs.
-* ``--hnsw-alone``: the HNSW insert alone: scratch tables holding the store's size in
-  hashing vectors and in composed MiniLM vectors (``--vectors``: the folder of
+* ``--split ROUNDS``: instead, the first batch's INSERT alone, in savepoints rolled back,
+  with parts of the table's work switched off in turn (an index dropped, triggers
+  disabled), and ``EXPLAIN (ANALYZE, BUFFERS)`` of it once: what each part costs.
+* ``--hnsw-alone ROUNDS``: the HNSW insert alone: scratch tables holding the store's size
+  in hashing vectors and in composed MiniLM vectors (``--vectors``: the folder of
   benchmarks/embed_corpus.py --halves), each with only an HNSW index; the batch's
-  vectors inserted and rolled back, alternating.
+  vectors inserted and rolled back, alternating. The tables (``public.bench_hnsw_*``)
+  stay for the next run; drop them by hand.
+
+With --compare and --rollback, the batch's own transaction is the one rolled back (at its
+commit), so the insert runs as in a real call: in a top-level transaction, or in a
+savepoint with --in-transaction.
 
 Needs the tables' owner (the embedded server's default user) for --split and --compare.
 
     .venv/bin/python benchmarks/bench_ingest_cpu.py --notes 60000 --home /tmp/ingest-60k \
-        [--batches 3] [--batch 1000] [--compare sql/migrations/0021_ingest_speed.sql | --rollback | --split \
-        | --hnsw-alone --vectors /tmp/million-vectors]
+        [--batches 3] [--batch 1000] [--in-transaction] [--compare sql/migrations/0021_ingest_speed.sql \
+        | --rollback | --split 3 | --hnsw-alone 3 --vectors /tmp/million-vectors]
 """
 
 from __future__ import annotations
