@@ -102,9 +102,11 @@ CREATE TABLE pgmem.lexeme_stats (
 -- Immutable atomic notes. Every unique key starts with the namespace, so the table
 -- can be distributed by namespace. The HNSW indexes are per embedding model (partial,
 -- on a dimension-typed expression): pgmem.ensure_model_index_v1 creates each when its
--- model is registered.
+-- model is registered. The namespace and the model are checked by one foreign key,
+-- notes_namespace_model (a key on each alone would be implied by it, and checked again
+-- for every note written).
 CREATE TABLE pgmem.notes (
-    namespace text NOT NULL REFERENCES pgmem.namespaces (namespace),
+    namespace text NOT NULL,
     note_id uuid NOT NULL,
     external_id text,
     document_id text NOT NULL CHECK (document_id <> ''),
@@ -117,7 +119,7 @@ CREATE TABLE pgmem.notes (
                                         'dialogue', 'summary', 'other')),
     confidence real NOT NULL CHECK (confidence BETWEEN 0 AND 1),
     source_ts timestamptz,
-    model_id integer NOT NULL REFERENCES pgmem.embedding_models (model_id),
+    model_id integer NOT NULL,
     embedding vector NOT NULL,
     entities jsonb NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(entities) = 'array'),
     time_tags jsonb NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(time_tags) = 'array'),
@@ -403,9 +405,11 @@ CREATE TABLE pgmem.compaction_log (
 -- Postings of the notes' lexemes: which notes of a namespace hold a lexeme, how often
 -- (positions in the tsvector, as pgmem.bm25_v1 counts them), and the note's length.
 -- Readers see their namespace's rows (the notes' policy); only the triggers below
--- (owner rights) write them.
+-- (owner rights) write them, from notes just written (whose namespace their foreign key
+-- checked) and deleted with their notes: no foreign key here, whose check would run for
+-- every posting (about 13 per note) and could never fail.
 CREATE TABLE pgmem.lexeme_postings (
-    namespace text NOT NULL REFERENCES pgmem.namespaces (namespace),
+    namespace text NOT NULL,
     lexeme text NOT NULL,
     note_id uuid NOT NULL,
     term_frequency integer NOT NULL CHECK (term_frequency >= 1),
@@ -421,9 +425,11 @@ CREATE INDEX notes_lexemes_gin ON pgmem.notes USING gin (lexemes);
 -- Notes by the caller's own id.
 CREATE INDEX notes_external_id ON pgmem.notes (namespace, external_id)
     WHERE external_id IS NOT NULL;
--- Notes sharing a rare micro-handle or entity are linked at write time.
-CREATE INDEX notes_handles_gin ON pgmem.notes USING gin (handles);
-CREATE INDEX notes_entities_gin ON pgmem.notes USING gin (entities jsonb_path_ops);
+-- Notes sharing a rare micro-handle or entity are linked at write time (one lookup per
+-- key of a batch). No pending list (fastupdate off): every lookup would read it whole,
+-- and it grows with every batch until VACUUM merges it.
+CREATE INDEX notes_handles_gin ON pgmem.notes USING gin (handles) WITH (fastupdate = off);
+CREATE INDEX notes_entities_gin ON pgmem.notes USING gin (entities jsonb_path_ops) WITH (fastupdate = off);
 -- One note per (namespace, document, span): the key re-ingest and supersede are
 -- decided on. Its prefix serves the previous/next-span lookups of stage one and
 -- ingest.
