@@ -31,7 +31,7 @@ savepoint with --in-transaction.
 Needs the tables' owner (the embedded server's default user) for --split and --compare.
 
     .venv/bin/python benchmarks/bench_ingest_cpu.py --notes 60000 --home /tmp/ingest-60k \
-        [--batches 3] [--batch 1000] [--in-transaction] [--compare sql/migrations/0021_ingest_speed.sql \
+        [--batches 3] [--batch 1000] [--in-transaction] [--compare sql/migrations/0020_ingest_speed.sql \
         | --rollback | --split 3 | --hnsw-alone 3 --vectors /tmp/million-vectors]
 """
 

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_ingest_cpu import server_cpu_seconds
 from bench_lexical import DATA, synthetic
 from bench_scale import DIMENSION, NAMESPACE, StoredVectors, spans
 
@@ -35,22 +36,10 @@ from pgmem.embeddings import HashingEmbedder
 from pgmem.eval.bench import real_sentences
 
 
-def server_cpu_seconds(home: Path) -> float:
-    """CPU seconds the embedded server under ``home`` has used: postmaster and children."""
-    postmaster = int((home / "pgdata" / "postmaster.pid").read_text(encoding="ascii").split()[0])
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text(encoding="ascii", errors="replace").rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # the process ended while we looked
-        if int(entry.name) == postmaster or int(fields[1]) == postmaster:
-            # utime, stime, and the same of children already waited for
-            total += sum(int(value) for value in fields[11:15]) / ticks
-    return total
+def _server_cpu(home: Path) -> float:
+    seconds = server_cpu_seconds(str(home))
+    assert seconds is not None  # a home is given
+    return seconds
 
 
 def bulk(notes: int, home: Path) -> dict[str, Any]:
@@ -58,10 +47,10 @@ def bulk(notes: int, home: Path) -> dict[str, Any]:
     texts = synthetic(sentences, notes, seed=0)
     embedder = StoredVectors(texts, HashingEmbedder(dimension=DIMENSION).embed(texts))
     with pgmem.connect(home=str(home), migrate=True) as conn:
-        client, server, wall = time.process_time(), server_cpu_seconds(home), time.perf_counter()
+        client, server, wall = time.process_time(), _server_cpu(home), time.perf_counter()
         result = pgmem.bulk_load(conn, spans(texts, 0), namespace=NAMESPACE, embedder=embedder)
         client = time.process_time() - client
-        server = server_cpu_seconds(home) - server
+        server = _server_cpu(home) - server
         wall = time.perf_counter() - wall
     return {
         "notes": notes,
@@ -88,9 +77,9 @@ def reindex(home: Path) -> dict[str, Any]:
         count = conn.execute("SELECT count(*) FROM pgmem.notes").fetchone()
         vectors = int(count[0]) if count else 0
         memory = conn.execute("SELECT current_setting('maintenance_work_mem')").fetchone()
-        server, wall = server_cpu_seconds(home), time.perf_counter()
+        server, wall = _server_cpu(home), time.perf_counter()
         conn.execute(f'REINDEX INDEX pgmem."{index}"')
-        server = server_cpu_seconds(home) - server
+        server = _server_cpu(home) - server
         wall = time.perf_counter() - wall
     return {
         "index": index,

@@ -1,4 +1,4 @@
-"""Migration 0021: the foreign keys ingest checked per row that could never fail are gone;
+"""Migration 0020: the foreign keys ingest checked per row that could never fail are gone;
 what they refused is still refused (by notes_namespace_model), and postings still follow
 the notes. The GIN indexes of the link lookups keep no pending list."""
 

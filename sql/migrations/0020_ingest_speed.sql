@@ -1,4 +1,4 @@
--- Migration 0021: incremental ingest drops the foreign-key checks that can never fail,
+-- Migration 0020: incremental ingest drops the foreign-key checks that can never fail,
 -- and its link lookups no longer read GIN pending lists (issue 12). Frozen: never edit a
 -- shipped migration.
 --
