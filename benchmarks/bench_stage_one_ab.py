@@ -15,7 +15,8 @@ one after the other, and prints:
   call (``/proc/PID/schedstat``): unlike latency, it does not count the time spent
   waiting for a CPU, so its ratio holds on a loaded machine.
 
-Questions are LoCoMo's (categories 1-4), with hints derived as ``pgmem.pack`` derives
+Questions are LoCoMo's (categories 1-4; ``--question-set demo``: the demo corpus's
+MultiHop-RAG questions, long ones), with hints derived as ``pgmem.pack`` derives
 them; the query vector comes from ``--embedder`` (the store's own embedder).
 
     .venv/bin/python benchmarks/bench_stage_one_ab.py --namespace bench --questions 200 \
@@ -39,6 +40,7 @@ from psycopg.rows import dict_row
 
 import pgmem
 from pgmem.api import build_hints
+from pgmem.demo import load_corpus
 from pgmem.embeddings import get_embedder
 from pgmem.eval.bench import real_sentences
 from pgmem.retrieval.stage_one import stage_one_arguments
@@ -70,6 +72,22 @@ def call_arguments(family_cap: bool = True) -> str:
 def call(schema: str, family_cap: bool = True) -> str:
     """The ``stage_one`` statement's call of ``schema``'s stage_one_v1."""
     return f"SELECT * FROM {schema}.stage_one_v1({call_arguments(family_cap)})"
+
+
+def add_question_set(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--question-set",
+        choices=("locomo", "demo"),
+        default="locomo",
+        help="LoCoMo's questions (default) or the demo corpus's (MultiHop-RAG, long; what `make bench` asks)",
+    )
+
+
+def question_set(name: str, data: Path) -> list[str]:
+    """The questions of ``--question-set``: LoCoMo's from ``data``, or the demo corpus's."""
+    if name == "demo":
+        return [question.question for question in load_corpus()[1]]
+    return real_sentences(data)[1]
 
 
 def backend_cpu_ms(pid: int) -> float | None:
@@ -106,12 +124,13 @@ def main() -> None:
         " function older than 0018",
     )
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    add_question_set(parser)
     parser.add_argument("--dsn")
     parser.add_argument("--home")
     parser.add_argument("--json", type=Path, help="append this run's figures to a JSON list (for the plot)")
     args = parser.parse_args()
     embedder = get_embedder(args.embedder)
-    questions = real_sentences(args.data)[1][: args.questions]
+    questions = question_set(args.question_set, args.data)[: args.questions]
     params = pgmem.StageOneParams()
     if args.family_candidates != "default":
         cap = None if args.family_candidates == "none" else int(args.family_candidates)

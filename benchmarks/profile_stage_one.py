@@ -29,13 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_stage_one_ab import backend_cpu_ms
+from bench_stage_one_ab import add_question_set, backend_cpu_ms, question_set
 from bench_stage_one_ab import call_arguments as stage_one_call_arguments
 
 import pgmem
 from pgmem.api import build_hints
 from pgmem.embeddings import get_embedder
-from pgmem.eval.bench import real_sentences
 from pgmem.retrieval.stage_one import stage_one_arguments
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,6 +132,7 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=20)
     parser.add_argument("--embedder", default="hashing:384")
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    add_question_set(parser)
     parser.add_argument("--dsn")
     parser.add_argument("--home")
     args = parser.parse_args()
@@ -151,7 +151,7 @@ def main() -> None:
     notices: list[str] = []
     steps: dict[str, list[float]] = {}
     if args.mode == "cpu":
-        questions = real_sentences(args.data)[1][: args.questions]
+        questions = question_set(args.question_set, args.data)[: args.questions]
         arguments = [
             stage_one_arguments(
                 args.namespace, embedder.name, embedder.embed([q])[0], q, build_hints(q), pgmem.StageOneParams()
@@ -167,7 +167,7 @@ def main() -> None:
     with pgmem.connect(args.dsn, home=args.home, migrate=False) as conn:
         conn.add_notice_handler(lambda diagnostic: notices.append(diagnostic.message_primary or ""))
         conn.execute(function)
-        for question in real_sentences(args.data)[1][: args.questions]:
+        for question in question_set(args.question_set, args.data)[: args.questions]:
             vector = embedder.embed([question])[0]
             arguments: dict[str, Any] = stage_one_arguments(
                 args.namespace, embedder.name, vector, question, build_hints(question), pgmem.StageOneParams()
