@@ -157,6 +157,71 @@ def test_corroboration_without_echo_or_duplication_stays_quiet() -> None:
     assert not any(record.alarmed for record in clean.families)
 
 
+def _with_one_note(text: str, family: str, namespace_count: int) -> Pool:
+    """The clean pool plus one note of ``family``, written with the store 12 days in (not
+    new, no burst), scored like the relevant wire notes."""
+    rows = [
+        (name, body, (0.7 if name == "wire" else 0.4) - 0.02 * i, NAMESPACE_AGE - i * DAY)
+        for i, (name, body) in enumerate(CLEAN)
+    ]
+    rows.append((family, text, 0.68, NAMESPACE_AGE - 12 * DAY))
+    candidates = [_candidate(i, name, body, score, age) for i, (name, body, score, age) in enumerate(rows)]
+    counts = {"wire": 40, "blog": 30, "forum": 25, "misc": 60}
+    counts[family] = counts.get(family, 0) + namespace_count
+    return Pool.from_candidates(
+        candidates, query=QUESTION, namespace_counts=counts, namespace_age_seconds=NAMESPACE_AGE
+    )
+
+
+@pytest.mark.parametrize("namespace_count", [1, 60])
+def test_one_note_that_restates_the_question_alarms(namespace_count: int) -> None:
+    # One poisoned note: no near-copies, no burst, an established family or a new one of
+    # one note; it restates the question and adds a short claim.
+    calibration = calibrate(_with_one_note(POISON[0], "tips", namespace_count), CalibrationParams(), "calibrated")
+    tips = calibration.family("tips")
+    assert tips.question_restatement == pytest.approx(1.0**4 * 6 / 10)  # 6 question words of its 10
+    assert tips.alarmed and tips.quarantined and tips.regularizer < 0
+    assert tips.collusion == 0.0 and tips.burst_span is None and not tips.colluding
+    if namespace_count == 60:
+        # Established: the echo score alone stays below the threshold; restatement alarms.
+        assert tips.alarm_score == pytest.approx(tips.question_restatement)
+    assert {record.family for record in calibration.families if record.alarmed} == {"tips"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # The answer, in a sentence sharing five of the question's six content words.
+        "The northern ferry terminal closed in March, the harbour authority said.",
+        # Every question word, among many others.
+        "The harbour authority said storms may close the northern ferry terminal and the southern quay,"
+        " delaying passengers, freight and the fishing fleet for weeks.",
+    ],
+)
+def test_a_genuine_note_sharing_the_questions_words_does_not_alarm(text: str) -> None:
+    for family, namespace_count in (("wire", 0), ("tips", 60)):
+        calibration = calibrate(_with_one_note(text, family, namespace_count), CalibrationParams(), "calibrated")
+        record = calibration.family(family)
+        assert record.question_restatement < CalibrationParams().alarm_threshold  # type: ignore[operator]
+        assert not any(r.alarmed for r in calibration.families), family
+
+
+def test_a_question_asked_before_costs_its_family_all_but_one_note() -> None:
+    # The documented cost: a genuine note that is the question itself (an archived user
+    # turn) restates it as fully as an attacker does, so its family is quarantined and
+    # keeps one packed note while other evidence remains.
+    pool = _with_one_note(QUESTION, "wire", 0)
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    assert calibration.family("wire").question_restatement == pytest.approx(1.0)
+    assert calibration.quarantined == {"wire"}
+    packed = rank_and_pack(pool, calibration, PackParams(budget=8)).items
+    assert sum(item.family == "wire" for item in packed) == 1 and len(packed) == 8
+    # Without the note the wire family is the best supported and packs all three.
+    clean = _pool(poisoned=False)
+    packed = rank_and_pack(clean, calibrate(clean, COLLUSION, "calibrated"), PackParams(budget=8)).items
+    assert sum(item.family == "wire" for item in packed) == 3
+
+
 def test_concentration_reads_the_namespace_share() -> None:
     small = calibrate(_pool(attacker_notes=4), CalibrationParams(), "calibrated").family("attacker")
     large = calibrate(_pool(attacker_notes=10_000), CalibrationParams(), "calibrated").family("attacker")

@@ -9,6 +9,12 @@ the rest of the attacker's signature, and the alarm reads it from the pool alone
 * ``question_echo``: how much of the question each note repeats (the share of the
   question's content words it contains), averaged over the family's group: its (at
   most :data:`ALARM_GROUP`) pool notes that echo the question most;
+* ``question_restatement``: how nearly the family's most question-like pool note restates
+  the question: ``echo ** 4 * precision``, its share of the question's content words to
+  the fourth times the share of its own content words that are the question's
+  (:meth:`PoolWords.restatement`). A note written to answer one question repeats all of
+  it and adds a short claim; a genuine note built into the question (part of it), or one
+  mentioning every question word among many others, stays lower;
 * ``duplicate_density``: how alike the group's notes are to the pool's other notes (for
   each note, the highest word Jaccard with a pool note of another document; averaged);
 * ``concentration``: how far the family's share of the pool exceeds its share of the
@@ -30,12 +36,16 @@ The score is bounded in [0, 1]::
 
     echo_score = echo * duplicate_density ** 0.5 * (0.5 + 0.5 * max(support, concentration, newness))
     late_burst = burst_span <= burst_window <= burst_lateness
-    score      = max(echo_score, collusion) if late_burst and not bound else echo_score
+    text_score = max(echo_score, question_restatement)
+    score      = max(text_score, collusion) if late_burst and not bound else text_score
 
 Echo and near-duplication are both required by the echo score (a relevant article echoes
 the question but its sentences are not near-copies of each other; a chatty family
 repeats itself but not the question); support, concentration or newness make it
-stronger. Collusion (unless ``CalibrationParams.collusion_cap`` is None) suffices, but
+stronger. One note that restates the question suffices (``question_restatement``): an
+attacker writing one note per question leaves no near-copies to read, but that note
+still restates its question, which genuine notes do not (docs/security.md, "Small
+families"). Collusion (unless ``CalibrationParams.collusion_cap`` is None) suffices, but
 only for a late burst: several notes of one family, written as separate documents, that
 are near-copies of each other are what an attacker writing variants of its claim looks
 like, whichever question the pool is for (genuine families on the evaluation slices stay
@@ -78,6 +88,7 @@ class FamilySignals:
     newness: list[float]
     duplicate_density: list[float]
     question_echo: list[float]
+    question_restatement: list[float]
     support: list[float]
     collusion: list[float]
     burst_span: list[float | None]
@@ -124,15 +135,15 @@ def family_signals(
         Seconds: the burst gate's window (``CalibrationParams.burst_window``).
     """
     aggregates = {aggregate.family: aggregate for aggregate in pool.families}
-    duplicates, echoes, collusions, within, family_of = _group_means(pool, families)
+    duplicates, echoes, restatements, collusions, within, family_of = _group_means(pool, families)
     spans, latenesses = _bursts(pool, len(families), within, family_of, threshold, burst_window)
     size = max(pool.size, 1)
     notes = pool.namespace_notes
     namespace_age = pool.namespace_age_seconds
-    signals = FamilySignals([], [], [], [], [], [], [], [], [], [], [], [], [], [])
+    signals = FamilySignals([], [], [], [], [], [], [], [], [], [], [], [], [], [], [])
     ages_known = namespace_age is not None and recency_window > 0
-    for name, z, duplicate, question_echo, collusion, span, lateness in zip(
-        families, shrunk_z.tolist(), duplicates, echoes, collusions, spans, latenesses, strict=True
+    for name, z, duplicate, question_echo, restatement, collusion, span, lateness in zip(
+        families, shrunk_z.tolist(), duplicates, echoes, restatements, collusions, spans, latenesses, strict=True
     ):
         aggregate = aggregates[name]
         pool_share = aggregate.count / size
@@ -149,6 +160,7 @@ def family_signals(
         signals.newness.append(newness)
         signals.duplicate_density.append(duplicate)
         signals.question_echo.append(question_echo)
+        signals.question_restatement.append(restatement)
         signals.support.append(support)
         signals.collusion.append(collusion)
         signals.burst_span.append(span)
@@ -157,8 +169,9 @@ def family_signals(
         late_burst = span is not None and lateness is not None and span <= burst_window <= lateness
         counts = use_collusion and late_burst and not aggregate.bound
         echo_score = min(1.0, max(0.0, question_echo * math.sqrt(duplicate) * (0.5 + 0.5 * strength)))
+        text_score = max(echo_score, restatement)
         signals.colluding.append(counts and threshold is not None and collusion >= threshold)
-        signals.score.append(max(echo_score, collusion) if counts else echo_score)
+        signals.score.append(max(text_score, collusion) if counts else text_score)
     return signals
 
 
@@ -207,11 +220,12 @@ def _bursts(
 
 def _group_means(
     pool: Pool, families: Sequence[str]
-) -> tuple[list[float], list[float], list[float], _Array, npt.NDArray[np.int64]]:
+) -> tuple[list[float], list[float], list[float], list[float], _Array, npt.NDArray[np.int64]]:
     """Per family, the mean near-duplicate density and echo of its group (0 without notes),
-    and its collusion: the :data:`ALARM_GROUP`-th highest Jaccard of its notes with a note
-    of the same family in another document (0 with fewer notes); per candidate, that
-    Jaccard and its family's index.
+    the highest restatement of the question among its notes, and its collusion: the
+    :data:`ALARM_GROUP`-th highest Jaccard of its notes with a note of the same family in
+    another document (0 with fewer notes); per candidate, that Jaccard and its family's
+    index.
 
     A family's group is its (at most :data:`ALARM_GROUP`) most question-like notes, ties
     by pool order: an attacker writing for many questions has many notes in a pool, and
@@ -245,6 +259,11 @@ def _group_means(
         ]
     )
     means = np.divide(sums, grouped_members, out=np.zeros_like(sums), where=grouped_members > 0)
+    # Every note is read: the restating note of an attacker with many pool notes need not
+    # be among its group (ties of echo), and one such note is enough.
+    restatement = np.zeros(len(families))
+    np.maximum.at(restatement, family_of, words.restatement(echo))
+    restatements: list[float] = restatement.tolist()
     duplicates: list[float] = means[0].tolist()
     echoes: list[float] = means[1].tolist()
     # The ALARM_GROUP-th highest within-family duplicate: one near-copied pair (an article
@@ -255,7 +274,7 @@ def _group_means(
     collusion = np.zeros(len(families))
     collusion[family_of[kth]] = within[kth]
     collusions: list[float] = collusion.tolist()
-    return duplicates, echoes, collusions, within, family_of
+    return duplicates, echoes, restatements, collusions, within, family_of
 
 
 def _clip(value: float) -> float:

@@ -267,6 +267,22 @@ class PoolWords:
                 hits |= self.content_ids == word
         return np.bincount(self.content_rows[hits], minlength=self.size) / len(self._question)
 
+    def restatement(self, echo: _Array | None = None) -> _Array:
+        """How nearly each note restates the question: ``echo ** 4 * precision``.
+
+        ``echo`` is :meth:`echo` (the share of the question's content words the note
+        holds; pass it if already computed), ``precision`` the share of the note's own
+        content words that are the question's. A note that repeats the whole question and
+        adds a short claim scores high; a note holding part of the question (a sentence
+        the question was built from) or a long note that mentions every question word
+        among many others scores low.
+        """
+        if echo is None:
+            echo = self.echo()
+        precision = echo * len(self._question) / np.maximum(self.content_sizes, 1.0)
+        restated: _Array = echo**4 * np.minimum(precision, 1.0)
+        return restated
+
     def nearest_duplicate(self, documents: Sequence[str], rows: Sequence[int] | _Ints | None = None) -> _Array:
         """For each note (or each of ``rows``), the highest content-word Jaccard with a note of another document."""
         return self.nearest_duplicates(documents, rows)[0]
