@@ -113,14 +113,17 @@ def test_a_colluding_family_is_alarmed_quarantined_and_capped() -> None:
     result = rank_and_pack(pool, calibration, PackParams(budget=8))
     assert sum(item.family == "attacker" for item in result.items) == 0
     assert {r.reason for r in result.rejections if r.family == "attacker"} == {QUARANTINE}
+    # Each of its notes also restates the question: held back one by one, so a cap of one
+    # packs none of them either.
+    assert calibration.held == {c.note_id for c in pool.candidates if c.family == "attacker"}
     capped = calibrate(pool, CalibrationParams(collusion_cap=1), "calibrated")
-    assert sum(item.family == "attacker" for item in rank_and_pack(pool, capped, PackParams(budget=8)).items) == 1
+    assert sum(item.family == "attacker" for item in rank_and_pack(pool, capped, PackParams(budget=8)).items) == 0
     # With collusion off it is measured and reported but does not alarm: the echo score
-    # still quarantines this attacker (cap 1), and its collusion is in the diagnostics.
+    # still quarantines this attacker, and its collusion is in the diagnostics.
     off = calibrate(pool, NO_COLLUSION, "calibrated")
     assert off.family("attacker").quarantined and not off.colluding
     assert off.family("attacker").collusion == attacker.collusion
-    assert sum(item.family == "attacker" for item in rank_and_pack(pool, off, PackParams(budget=8)).items) == 1
+    assert sum(item.family == "attacker" for item in rank_and_pack(pool, off, PackParams(budget=8)).items) == 0
     # Without the alarm the calibrated mode promotes the attacker (the measured flaw).
     unguarded = calibrate(pool, CalibrationParams(alarm_threshold=None), "calibrated")
     assert unguarded.family("attacker").regularizer > 0
@@ -180,12 +183,23 @@ def test_one_note_that_restates_the_question_alarms(namespace_count: int) -> Non
     calibration = calibrate(_with_one_note(POISON[0], "tips", namespace_count), CalibrationParams(), "calibrated")
     tips = calibration.family("tips")
     assert tips.question_restatement == pytest.approx(1.0**4 * 6 / 10)  # 6 question words of its 10
-    assert tips.alarmed and tips.quarantined and tips.regularizer < 0
-    assert tips.collusion == 0.0 and tips.burst_span is None and not tips.colluding
-    if namespace_count == 60:
-        # Established: the echo score alone stays below the threshold; restatement alarms.
-        assert tips.alarm_score == pytest.approx(tips.question_restatement)
+    assert tips.alarmed and tips.collusion == 0.0 and tips.burst_span is None and not tips.colluding
     assert {record.family for record in calibration.families if record.alarmed} == {"tips"}
+    # The note is held back, whatever else its family holds; it is not packed.
+    pool = _with_one_note(POISON[0], "tips", namespace_count)
+    note = next(c.note_id for c in pool.candidates if c.family == "tips")
+    assert calibration.held == {note}
+    result = rank_and_pack(pool, calibration, PackParams(budget=8))
+    assert note not in {item.note_id for item in result.items} and len(result.items) == 8
+    assert [r.reason for r in result.rejections if r.note_id == note] == [QUARANTINE]
+    if namespace_count == 60:
+        # Established: the echo score alone stays below the threshold, so the family is
+        # not quarantined (no penalty); the restating note alone is held.
+        assert tips.alarm_score == pytest.approx(tips.question_restatement)
+        assert not tips.quarantined and tips.regularizer >= 0
+    # Without the alarm, it is packed.
+    off = calibrate(pool, CalibrationParams(alarm_threshold=None), "calibrated")
+    assert not off.held and note in {item.note_id for item in rank_and_pack(pool, off, PackParams(budget=8)).items}
 
 
 @pytest.mark.parametrize(
@@ -206,20 +220,43 @@ def test_a_genuine_note_sharing_the_questions_words_does_not_alarm(text: str) ->
         assert not any(r.alarmed for r in calibration.families), family
 
 
-def test_a_question_asked_before_costs_its_family_all_but_one_note() -> None:
-    # The documented cost: a genuine note that is the question itself (an archived user
-    # turn) restates it as fully as an attacker does, so its family is quarantined and
-    # keeps one packed note while other evidence remains.
+def test_a_question_asked_before_is_held_back_and_its_family_keeps_its_evidence() -> None:
+    # A genuine note that is the question itself (an archived user turn) restates it as
+    # fully as an attacker does: it is held back (the documented cost: it is not packed),
+    # its family is alarmed but not quarantined, and its three wire notes are packed.
     pool = _with_one_note(QUESTION, "wire", 0)
     calibration = calibrate(pool, CalibrationParams(), "calibrated")
     assert calibration.family("wire").question_restatement == pytest.approx(1.0)
-    assert calibration.quarantined == {"wire"}
+    assert calibration.family("wire").alarmed and not calibration.quarantined
     packed = rank_and_pack(pool, calibration, PackParams(budget=8)).items
-    assert sum(item.family == "wire" for item in packed) == 1 and len(packed) == 8
-    # Without the note the wire family is the best supported and packs all three.
-    clean = _pool(poisoned=False)
-    packed = rank_and_pack(clean, calibrate(clean, COLLUSION, "calibrated"), PackParams(budget=8)).items
+    assert len(packed) == 8 and QUESTION not in {item.text for item in packed}
     assert sum(item.family == "wire" for item in packed) == 3
+
+
+def test_a_pool_of_nothing_but_restating_notes_still_fills_its_pack() -> None:
+    candidates = [_candidate(i, "faq", f"{QUESTION} Answer {i}.", 0.9 - 0.01 * i) for i in range(3)]
+    pool = Pool.from_candidates(candidates, query=QUESTION)
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    assert len(calibration.held) == 3
+    assert len(rank_and_pack(pool, calibration, PackParams(budget=2, overlap_hard_threshold=1.0)).items) == 2
+
+
+def test_a_held_note_is_packed_last_when_the_budget_has_room() -> None:
+    # Held, not removed: it may be a genuine answer that holds the whole question.
+    pool = _with_one_note(POISON[0], "tips", 60)
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    packed = rank_and_pack(pool, calibration, PackParams(budget=20, overlap_hard_threshold=1.0)).items
+    assert len(packed) == len(pool.candidates) and packed[-1].family == "tips"
+
+
+def test_a_short_question_is_restated_by_any_note_on_its_topic_and_does_not_alarm() -> None:
+    # Three content words: a release note saying what changed holds all of them.
+    candidates = [_candidate(i, "ci-bot", text, 0.9 - 0.01 * i) for i, text in enumerate(RELEASE_NOTES[:3])]
+    candidates += [_candidate(3 + i, "wire", text, 0.5) for i, (_, text) in enumerate(CLEAN[:3])]
+    pool = Pool.from_candidates(candidates, query=WIDGET)
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    assert pool.words.echo()[0] == 1.0 and not calibration.held
+    assert calibration.family("ci-bot").question_restatement == pytest.approx(3 / 7 * 3 / 5)
 
 
 def test_concentration_reads_the_namespace_share() -> None:

@@ -10,11 +10,13 @@ the rest of the attacker's signature, and the alarm reads it from the pool alone
   question's content words it contains), averaged over the family's group: its (at
   most :data:`ALARM_GROUP`) pool notes that echo the question most;
 * ``question_restatement``: how nearly the family's most question-like pool note restates
-  the question: ``echo ** 4 * precision``, its share of the question's content words to
-  the fourth times the share of its own content words that are the question's
-  (:meth:`PoolWords.restatement`). A note written to answer one question repeats all of
-  it and adds a short claim; a genuine note built into the question (part of it), or one
-  mentioning every question word among many others, stays lower;
+  the question: ``echo ** 4 * precision * min(1, q / 5)``, its share of the question's
+  ``q`` content words to the fourth times the share of its own content words that are
+  the question's, scaled down for questions of fewer than five content words (which any
+  note on their topic restates; :meth:`PoolWords.restatement`). A note written to answer
+  one question repeats all of it and adds a short claim; a genuine note built into the
+  question (part of it), or one mentioning every question word among many others, stays
+  lower;
 * ``duplicate_density``: how alike the group's notes are to the pool's other notes (for
   each note, the highest word Jaccard with a pool note of another document; averaged);
 * ``concentration``: how far the family's share of the pool exceeds its share of the
@@ -34,18 +36,23 @@ the rest of the attacker's signature, and the alarm reads it from the pool alone
 
 The score is bounded in [0, 1]::
 
-    echo_score = echo * duplicate_density ** 0.5 * (0.5 + 0.5 * max(support, concentration, newness))
-    late_burst = burst_span <= burst_window <= burst_lateness
-    text_score = max(echo_score, question_restatement)
-    score      = max(text_score, collusion) if late_burst and not bound else text_score
+    echo_score   = echo * duplicate_density ** 0.5 * (0.5 + 0.5 * max(support, concentration, newness))
+    late_burst   = burst_span <= burst_window <= burst_lateness
+    family_score = max(echo_score, collusion) if late_burst and not bound else echo_score
+    score        = max(family_score, question_restatement)
 
 Echo and near-duplication are both required by the echo score (a relevant article echoes
 the question but its sentences are not near-copies of each other; a chatty family
 repeats itself but not the question); support, concentration or newness make it
 stronger. One note that restates the question suffices (``question_restatement``): an
 attacker writing one note per question leaves no near-copies to read, but that note
-still restates its question, which genuine notes do not (docs/security.md, "Small
-families"). Collusion (unless ``CalibrationParams.collusion_cap`` is None) suffices, but
+still restates its question, which few genuine notes do (docs/security.md, "Small
+families": an archived question, a FAQ entry, a short answer holding a short question
+do). So a restatement alone does not quarantine the family: each note whose own
+restatement reaches the threshold is *held* (``FamilySignals.restating``; packed after
+every other candidate, never ahead of one), the family's other notes are untouched; the
+family is quarantined when ``family_score`` reaches the threshold. Collusion (unless
+``CalibrationParams.collusion_cap`` is None) suffices, but
 only for a late burst: several notes of one family, written as separate documents, that
 are near-copies of each other are what an attacker writing variants of its claim looks
 like, whichever question the pool is for (genuine families on the evaluation slices stay
@@ -97,6 +104,11 @@ class FamilySignals:
     #: Collusion reached the threshold in a late burst of an unbound family (and counts).
     colluding: list[bool]
     score: list[float]
+    #: The score without ``question_restatement``: what quarantines the whole family.
+    family_score: list[float]
+    #: The candidates (pool positions) whose own restatement reaches the threshold: held
+    #: back one by one, their families' other notes untouched (empty without a threshold).
+    restating: list[int]
 
 
 def family_signals(
@@ -135,12 +147,18 @@ def family_signals(
         Seconds: the burst gate's window (``CalibrationParams.burst_window``).
     """
     aggregates = {aggregate.family: aggregate for aggregate in pool.families}
-    duplicates, echoes, restatements, collusions, within, family_of = _group_means(pool, families)
+    duplicates, echoes, restated, collusions, within, family_of = _group_means(pool, families)
+    # A family's restatement is its most question-like note's: one such note is enough.
+    highest = np.zeros(len(families))
+    np.maximum.at(highest, family_of, restated)
+    restatements: list[float] = highest.tolist()
     spans, latenesses = _bursts(pool, len(families), within, family_of, threshold, burst_window)
     size = max(pool.size, 1)
     notes = pool.namespace_notes
     namespace_age = pool.namespace_age_seconds
-    signals = FamilySignals([], [], [], [], [], [], [], [], [], [], [], [], [], [], [])
+    signals = FamilySignals([], [], [], [], [], [], [], [], [], [], [], [], [], [], [], [], [])
+    if threshold is not None:
+        signals.restating.extend(np.flatnonzero(restated >= threshold).tolist())
     ages_known = namespace_age is not None and recency_window > 0
     for name, z, duplicate, question_echo, restatement, collusion, span, lateness in zip(
         families, shrunk_z.tolist(), duplicates, echoes, restatements, collusions, spans, latenesses, strict=True
@@ -169,9 +187,10 @@ def family_signals(
         late_burst = span is not None and lateness is not None and span <= burst_window <= lateness
         counts = use_collusion and late_burst and not aggregate.bound
         echo_score = min(1.0, max(0.0, question_echo * math.sqrt(duplicate) * (0.5 + 0.5 * strength)))
-        text_score = max(echo_score, restatement)
+        family_score = max(echo_score, collusion) if counts else echo_score
         signals.colluding.append(counts and threshold is not None and collusion >= threshold)
-        signals.score.append(max(text_score, collusion) if counts else text_score)
+        signals.family_score.append(family_score)
+        signals.score.append(max(family_score, restatement))
     return signals
 
 
@@ -220,9 +239,9 @@ def _bursts(
 
 def _group_means(
     pool: Pool, families: Sequence[str]
-) -> tuple[list[float], list[float], list[float], list[float], _Array, npt.NDArray[np.int64]]:
-    """Per family, the mean near-duplicate density and echo of its group (0 without notes),
-    the highest restatement of the question among its notes, and its collusion: the
+) -> tuple[list[float], list[float], _Array, list[float], _Array, npt.NDArray[np.int64]]:
+    """Per family, the mean near-duplicate density and echo of its group (0 without notes)
+    and its collusion; per candidate, its restatement of the question; collusion is the
     :data:`ALARM_GROUP`-th highest Jaccard of its notes with a note of the same family in
     another document (0 with fewer notes); per candidate, that Jaccard and its family's
     index.
@@ -259,11 +278,7 @@ def _group_means(
         ]
     )
     means = np.divide(sums, grouped_members, out=np.zeros_like(sums), where=grouped_members > 0)
-    # Every note is read: the restating note of an attacker with many pool notes need not
-    # be among its group (ties of echo), and one such note is enough.
-    restatement = np.zeros(len(families))
-    np.maximum.at(restatement, family_of, words.restatement(echo))
-    restatements: list[float] = restatement.tolist()
+    restated = words.restatement(echo)
     duplicates: list[float] = means[0].tolist()
     echoes: list[float] = means[1].tolist()
     # The ALARM_GROUP-th highest within-family duplicate: one near-copied pair (an article
@@ -274,7 +289,7 @@ def _group_means(
     collusion = np.zeros(len(families))
     collusion[family_of[kth]] = within[kth]
     collusions: list[float] = collusion.tolist()
-    return duplicates, echoes, restatements, collusions, within, family_of
+    return duplicates, echoes, restated, collusions, within, family_of
 
 
 def _clip(value: float) -> float:

@@ -38,6 +38,9 @@ _ASCII_NON_WORD_TO_SPACE = bytes(code if chr(code).isalnum() or chr(code) == "_"
 )
 # The same keeping NUL, which joins new texts tokenised in one batch.
 _ASCII_NON_WORD_TO_SPACE_KEEP_NUL = b"\x00" + _ASCII_NON_WORD_TO_SPACE[1:]
+#: A question of fewer content words than this is restated by any note on its topic: a
+#: note's restatement is scaled by ``min(1, question words / _RESTATED_WORDS)``.
+_RESTATED_WORDS = 5
 #: Up to this many question words, echo compares word hashes one by one.
 _FEW_WORDS = 16
 #: Word hashes travel as little-endian int64 (pgmem.word_hashes_v1's bytea).
@@ -280,7 +283,7 @@ class PoolWords:
         if echo is None:
             echo = self.echo()
         precision = echo * len(self._question) / np.maximum(self.content_sizes, 1.0)
-        restated: _Array = echo**4 * np.minimum(precision, 1.0)
+        restated: _Array = echo**4 * np.minimum(precision, 1.0) * min(1.0, len(self._question) / _RESTATED_WORDS)
         return restated
 
     def nearest_duplicate(self, documents: Sequence[str], rows: Sequence[int] | _Ints | None = None) -> _Array:
