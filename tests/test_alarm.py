@@ -241,6 +241,18 @@ def test_a_pool_of_nothing_but_restating_notes_still_fills_its_pack() -> None:
     assert len(rank_and_pack(pool, calibration, PackParams(budget=2, overlap_hard_threshold=1.0)).items) == 2
 
 
+def test_a_keyword_query_holds_none_of_its_best_matches() -> None:
+    # Keywords, not a question: the note holding all of them is their best match.
+    keywords = "harbour authority northern ferry terminal closure"
+    pool = _with_one_note("Northern ferry terminal closure: the harbour authority decided.", "tips", 60)
+    pool = dataclasses.replace(pool, query=keywords)
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    assert pool.words.echo().max() > 0.8 and not calibration.held
+    assert calibration.family("tips").question_restatement == 0.0
+    asked = dataclasses.replace(pool, query=f"What about the {keywords}?")
+    assert calibrate(asked, CalibrationParams(), "calibrated").held
+
+
 def test_a_held_note_is_packed_last_when_the_budget_has_room() -> None:
     # Held, not removed: it may be a genuine answer that holds the whole question.
     pool = _with_one_note(POISON[0], "tips", 60)
