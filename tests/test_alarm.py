@@ -363,6 +363,33 @@ def test_a_logged_pack_records_the_alarm(conn: psycopg.Connection[Any], hashing:
     assert rows == [("attacker", True, pytest.approx(attacker.alarm_score), threshold, 4)]
 
 
+def test_a_held_note_is_explained_in_sql(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    # One restating note in an established family, written with the store: held, and a
+    # person reading the logs sees why from SQL alone (migration 0020).
+    tips = make_spans(
+        ["Ferry fares rise in May.", "Cars queue at the quay.", POISON[0]], family="tips", document_id="t"
+    )
+    spans = make_spans([text for _, text in CLEAN], family="wire", document_id="clean") + tips
+    pgmem.ingest(conn, spans, namespace="held", embedder=hashing)
+    pack = pgmem.pack(conn, QUESTION, namespace="held", embedder=hashing, log=True, budget=4)
+    record = pack.diagnostics.family("tips")
+    assert record.alarmed and not record.quarantined
+    note = next(r for r in pack.diagnostics.rejections if r.family == "tips" and r.reason == QUARANTINE)
+    assert note.note_id not in {item.note_id for item in pack.items}
+    alarm = conn.execute(
+        "SELECT question_restatement, alarm_threshold, quarantined FROM pgmem.family_alarms_v1"
+        " WHERE pack_id = %s AND family = 'tips'",
+        (pack.pack_id,),
+    ).fetchone()
+    assert alarm == (pytest.approx(record.question_restatement), CalibrationParams().alarm_threshold, False)
+    assert alarm[0] >= alarm[1]
+    why = conn.execute(
+        "SELECT outcome, reason FROM pgmem.pack_explain_v1 WHERE pack_id = %s AND note_id = %s",
+        (pack.pack_id, note.note_id),
+    ).fetchall()
+    assert why == [("rejected", QUARANTINE)]
+
+
 def test_an_echo_alarm_never_leaves_the_pack_short_but_collusion_does() -> None:
     # Two notes echoing the question (too few to collude): quarantined by the echo score
     # alone, which can be a false alarm, so past the cap they are packed after all when
