@@ -32,6 +32,7 @@ import argparse
 import dataclasses
 import json
 import math
+import random
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -70,6 +71,8 @@ SYSTEMS: dict[str, tuple[CalibrationParams, Mode]] = {
 #: Seconds before the attack that the genuine store is simulated to have been written
 #: (the burst gate reads write times; the harness writes a store in seconds).
 STORE_AGE = 86_400.0
+#: Seconds before the attack that ``--late-families`` are simulated to have arrived.
+LATE_AGE = 3_600.0
 FEEDBACK = {
     "gold": RunConfig(),
     "noisy-30": RunConfig(feedback_noise=0.3),
@@ -94,11 +97,15 @@ def _ingest_if_needed(
     config: RunConfig,
     store_age: float = STORE_AGE,
     attacker_spacing: float | None = None,
+    late_families: float = 0.0,
 ) -> float:
     """Write the corpus as it would arrive: the genuine notes ``store_age`` seconds ago
     (simulated, as owner), then the attacker's poisoned notes now, in one write (their
     real write times), or, with ``attacker_spacing``, one every that many seconds up to
-    now (simulated: the labelled patient attacker)."""
+    now (simulated: the labelled patient attacker). With ``late_families``, that share of
+    each namespace's genuine families (seeded by the namespace) is simulated as arriving
+    at once :data:`LATE_AGE` seconds ago, after the rest of the store: legitimate new
+    families, so that being new is not what tells the attacker apart."""
     names = [config.namespace_prefix + namespace for namespace in corpus.spans]
     stored = dict(
         conn.execute(
@@ -115,6 +122,10 @@ def _ingest_if_needed(
     ingest_corpus(conn, dataclasses.replace(corpus, spans=genuine), embedder, config)
     for namespace in corpus.spans:
         simulate_arrival(conn, config.namespace_prefix + namespace, store_age)
+        families = sorted({span.family for span in genuine[namespace]})
+        late = random.Random(namespace).sample(families, round(late_families * len(families)))
+        if late:
+            simulate_arrival(conn, config.namespace_prefix + namespace, LATE_AGE, families=late)
     ingest_corpus(conn, dataclasses.replace(corpus, spans={ns: s for ns, s in attack.items() if s}), embedder, config)
     if attacker_spacing is not None:
         for namespace, spans in attack.items():
@@ -145,11 +156,12 @@ def run_condition(
     k: int = 50,
     store_age: float = STORE_AGE,
     attacker_spacing: float | None = None,
+    late_families: float = 0.0,
 ) -> tuple[dict[str, list[QuestionResult]], dict[str, float]]:
     """Every system on one pool per question (stage one's ``k_dense = k_lex = k``); the
     alarm's hit and false-alarm rates."""
     config = RunConfig(namespace_prefix=prefix, stage_one=StageOneParams(k_dense=k, k_lex=k))
-    _ingest_if_needed(conn, corpus, embedder, config, store_age, attacker_spacing)
+    _ingest_if_needed(conn, corpus, embedder, config, store_age, attacker_spacing, late_families)
     session = _Session(conn, corpus, embedder, config)
     poisoned = {note for notes in attack_targets(corpus).values() for note in notes}
     results: dict[str, list[QuestionResult]] = {system: [] for system in SYSTEMS}
@@ -296,6 +308,13 @@ def main() -> None:
         help="the patient attacker: its notes simulated as written one every this many seconds up to now"
         " (default: all at once, their real write time); use a --prefix of its own",
     )
+    parser.add_argument(
+        "--late-families",
+        type=float,
+        default=0.0,
+        help="share of each namespace's genuine families simulated as arriving at once an hour ago, after the"
+        " store (legitimate new families; default 0); use a --prefix of its own",
+    )
     parser.add_argument("--out", default="eval-out/provenance.json")
     parser.add_argument("--render", nargs="+", help="print the Markdown tables of these JSON reports and exit")
     args = parser.parse_args()
@@ -317,7 +336,7 @@ def main() -> None:
                 corpus = apply_condition(base, condition)
                 prefix = f"{args.prefix}-{dataset}-{condition}-"
                 results, rates = run_condition(
-                    conn, corpus, embedder, prefix, args.k, args.store_age, args.attacker_spacing
+                    conn, corpus, embedder, prefix, args.k, args.store_age, args.attacker_spacing, args.late_families
                 )
                 if condition == "clean":
                     clean = {

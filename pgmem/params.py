@@ -186,8 +186,10 @@ class CalibrationParams(_Params):
         (default 2, > 0).
     alarm_threshold : float or None
         A family whose alarm score (:mod:`pgmem.retrieval.alarm`, in [0, 1]) reaches
-        this is quarantined in every mode but ``relevance`` (default 0.4, in (0, 1];
-        ``None`` switches the alarm off). Chosen on HotpotQA, see docs/security.md.
+        this is alarmed and, in every mode but ``relevance``, quarantined; a note whose
+        own restatement of the question reaches it is held back (packed last) instead,
+        its family untouched (default 0.4, in (0, 1]; ``None`` switches the alarm off).
+        Chosen on HotpotQA, see docs/security.md.
     quarantine_cap : int
         At most this many notes of a quarantined family are packed (default 1, >= 0).
     collusion_cap : int or None

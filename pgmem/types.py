@@ -163,6 +163,9 @@ class FamilyCalibration:
     newness: float = 0.0
     duplicate_density: float = 0.0
     question_echo: float = 0.0
+    #: How nearly the family's most question-like note restates the question
+    #: (``echo ** 4 * precision``); it alone can alarm (one note is enough).
+    question_restatement: float = 0.0
     #: ... its bounded score, the threshold it was compared with (None: alarm off),
     #: whether it fired, and whether the family was quarantined for it (regulariser
     #: negative, at most ``quarantine_cap`` notes packed; every mode but ``relevance``).

@@ -113,14 +113,17 @@ def test_a_colluding_family_is_alarmed_quarantined_and_capped() -> None:
     result = rank_and_pack(pool, calibration, PackParams(budget=8))
     assert sum(item.family == "attacker" for item in result.items) == 0
     assert {r.reason for r in result.rejections if r.family == "attacker"} == {QUARANTINE}
+    # Each of its notes also restates the question: held back one by one, so a cap of one
+    # packs none of them either.
+    assert calibration.held == {c.note_id for c in pool.candidates if c.family == "attacker"}
     capped = calibrate(pool, CalibrationParams(collusion_cap=1), "calibrated")
-    assert sum(item.family == "attacker" for item in rank_and_pack(pool, capped, PackParams(budget=8)).items) == 1
+    assert sum(item.family == "attacker" for item in rank_and_pack(pool, capped, PackParams(budget=8)).items) == 0
     # With collusion off it is measured and reported but does not alarm: the echo score
-    # still quarantines this attacker (cap 1), and its collusion is in the diagnostics.
+    # still quarantines this attacker, and its collusion is in the diagnostics.
     off = calibrate(pool, NO_COLLUSION, "calibrated")
     assert off.family("attacker").quarantined and not off.colluding
     assert off.family("attacker").collusion == attacker.collusion
-    assert sum(item.family == "attacker" for item in rank_and_pack(pool, off, PackParams(budget=8)).items) == 1
+    assert sum(item.family == "attacker" for item in rank_and_pack(pool, off, PackParams(budget=8)).items) == 0
     # Without the alarm the calibrated mode promotes the attacker (the measured flaw).
     unguarded = calibrate(pool, CalibrationParams(alarm_threshold=None), "calibrated")
     assert unguarded.family("attacker").regularizer > 0
@@ -155,6 +158,117 @@ def test_corroboration_without_echo_or_duplication_stays_quiet() -> None:
     clean = calibrate(_pool(poisoned=False), COLLUSION, "calibrated")
     assert clean.family("wire").regularizer > 0
     assert not any(record.alarmed for record in clean.families)
+
+
+def _with_one_note(text: str, family: str, namespace_count: int) -> Pool:
+    """The clean pool plus one note of ``family``, written with the store 12 days in (not
+    new, no burst), scored like the relevant wire notes."""
+    rows = [
+        (name, body, (0.7 if name == "wire" else 0.4) - 0.02 * i, NAMESPACE_AGE - i * DAY)
+        for i, (name, body) in enumerate(CLEAN)
+    ]
+    rows.append((family, text, 0.68, NAMESPACE_AGE - 12 * DAY))
+    candidates = [_candidate(i, name, body, score, age) for i, (name, body, score, age) in enumerate(rows)]
+    counts = {"wire": 40, "blog": 30, "forum": 25, "misc": 60}
+    counts[family] = counts.get(family, 0) + namespace_count
+    return Pool.from_candidates(
+        candidates, query=QUESTION, namespace_counts=counts, namespace_age_seconds=NAMESPACE_AGE
+    )
+
+
+@pytest.mark.parametrize("namespace_count", [1, 60])
+def test_one_note_that_restates_the_question_alarms(namespace_count: int) -> None:
+    # One poisoned note: no near-copies, no burst, an established family or a new one of
+    # one note; it restates the question and adds a short claim.
+    calibration = calibrate(_with_one_note(POISON[0], "tips", namespace_count), CalibrationParams(), "calibrated")
+    tips = calibration.family("tips")
+    assert tips.question_restatement == pytest.approx(1.0**4 * 6 / 10)  # 6 question words of its 10
+    assert tips.alarmed and tips.collusion == 0.0 and tips.burst_span is None and not tips.colluding
+    assert {record.family for record in calibration.families if record.alarmed} == {"tips"}
+    # The note is held back, whatever else its family holds; it is not packed.
+    pool = _with_one_note(POISON[0], "tips", namespace_count)
+    note = next(c.note_id for c in pool.candidates if c.family == "tips")
+    assert calibration.held == {note}
+    result = rank_and_pack(pool, calibration, PackParams(budget=8))
+    assert note not in {item.note_id for item in result.items} and len(result.items) == 8
+    assert [r.reason for r in result.rejections if r.note_id == note] == [QUARANTINE]
+    if namespace_count == 60:
+        # Established: the echo score alone stays below the threshold, so the family is
+        # not quarantined (no penalty); the restating note alone is held.
+        assert tips.alarm_score == pytest.approx(tips.question_restatement)
+        assert not tips.quarantined and tips.regularizer >= 0
+    # Without the alarm, it is packed.
+    off = calibrate(pool, CalibrationParams(alarm_threshold=None), "calibrated")
+    assert not off.held and note in {item.note_id for item in rank_and_pack(pool, off, PackParams(budget=8)).items}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # The answer, in a sentence sharing five of the question's six content words.
+        "The northern ferry terminal closed in March, the harbour authority said.",
+        # Every question word, among many others.
+        "The harbour authority said storms may close the northern ferry terminal and the southern quay,"
+        " delaying passengers, freight and the fishing fleet for weeks.",
+    ],
+)
+def test_a_genuine_note_sharing_the_questions_words_does_not_alarm(text: str) -> None:
+    for family, namespace_count in (("wire", 0), ("tips", 60)):
+        calibration = calibrate(_with_one_note(text, family, namespace_count), CalibrationParams(), "calibrated")
+        record = calibration.family(family)
+        assert record.question_restatement < CalibrationParams().alarm_threshold  # type: ignore[operator]
+        assert not any(r.alarmed for r in calibration.families), family
+
+
+def test_a_question_asked_before_is_held_back_and_its_family_keeps_its_evidence() -> None:
+    # A genuine note that is the question itself (an archived user turn) restates it as
+    # fully as an attacker does: it is held back (the documented cost: it is not packed),
+    # its family is alarmed but not quarantined, and its three wire notes are packed.
+    pool = _with_one_note(QUESTION, "wire", 0)
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    assert calibration.family("wire").question_restatement == pytest.approx(1.0)
+    assert calibration.family("wire").alarmed and not calibration.quarantined
+    packed = rank_and_pack(pool, calibration, PackParams(budget=8)).items
+    assert len(packed) == 8 and QUESTION not in {item.text for item in packed}
+    assert sum(item.family == "wire" for item in packed) == 3
+
+
+def test_a_pool_of_nothing_but_restating_notes_still_fills_its_pack() -> None:
+    candidates = [_candidate(i, "faq", f"{QUESTION} Answer {i}.", 0.9 - 0.01 * i) for i in range(3)]
+    pool = Pool.from_candidates(candidates, query=QUESTION)
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    assert len(calibration.held) == 3
+    assert len(rank_and_pack(pool, calibration, PackParams(budget=2, overlap_hard_threshold=1.0)).items) == 2
+
+
+def test_a_keyword_query_holds_none_of_its_best_matches() -> None:
+    # Keywords, not a question: the note holding all of them is their best match.
+    keywords = "harbour authority northern ferry terminal closure"
+    pool = _with_one_note("Northern ferry terminal closure: the harbour authority decided.", "tips", 60)
+    pool = dataclasses.replace(pool, query=keywords)
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    assert pool.words.echo().max() > 0.8 and not calibration.held
+    assert calibration.family("tips").question_restatement == 0.0
+    asked = dataclasses.replace(pool, query=f"What about the {keywords}?")
+    assert calibrate(asked, CalibrationParams(), "calibrated").held
+
+
+def test_a_held_note_is_packed_last_when_the_budget_has_room() -> None:
+    # Held, not removed: it may be a genuine answer that holds the whole question.
+    pool = _with_one_note(POISON[0], "tips", 60)
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    packed = rank_and_pack(pool, calibration, PackParams(budget=20, overlap_hard_threshold=1.0)).items
+    assert len(packed) == len(pool.candidates) and packed[-1].family == "tips"
+
+
+def test_a_short_question_is_restated_by_any_note_on_its_topic_and_does_not_alarm() -> None:
+    # Three content words: a release note saying what changed holds all of them.
+    candidates = [_candidate(i, "ci-bot", text, 0.9 - 0.01 * i) for i, text in enumerate(RELEASE_NOTES[:3])]
+    candidates += [_candidate(3 + i, "wire", text, 0.5) for i, (_, text) in enumerate(CLEAN[:3])]
+    pool = Pool.from_candidates(candidates, query=WIDGET)
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    assert pool.words.echo()[0] == 1.0 and not calibration.held
+    assert calibration.family("ci-bot").question_restatement == pytest.approx(3 / 7 * 3 / 5)
 
 
 def test_concentration_reads_the_namespace_share() -> None:
@@ -247,6 +361,33 @@ def test_a_logged_pack_records_the_alarm(conn: psycopg.Connection[Any], hashing:
     ).fetchall()
     threshold = CalibrationParams().alarm_threshold
     assert rows == [("attacker", True, pytest.approx(attacker.alarm_score), threshold, 4)]
+
+
+def test_a_held_note_is_explained_in_sql(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    # One restating note in an established family, written with the store: held, and a
+    # person reading the logs sees why from SQL alone (migration 0021).
+    tips = make_spans(
+        ["Ferry fares rise in May.", "Cars queue at the quay.", POISON[0]], family="tips", document_id="t"
+    )
+    spans = make_spans([text for _, text in CLEAN], family="wire", document_id="clean") + tips
+    pgmem.ingest(conn, spans, namespace="held", embedder=hashing)
+    pack = pgmem.pack(conn, QUESTION, namespace="held", embedder=hashing, log=True, budget=4)
+    record = pack.diagnostics.family("tips")
+    assert record.alarmed and not record.quarantined
+    note = next(r for r in pack.diagnostics.rejections if r.family == "tips" and r.reason == QUARANTINE)
+    assert note.note_id not in {item.note_id for item in pack.items}
+    alarm = conn.execute(
+        "SELECT question_restatement, alarm_threshold, quarantined FROM pgmem.family_alarms_v1"
+        " WHERE pack_id = %s AND family = 'tips'",
+        (pack.pack_id,),
+    ).fetchone()
+    assert alarm == (pytest.approx(record.question_restatement), CalibrationParams().alarm_threshold, False)
+    assert alarm[0] >= alarm[1]
+    why = conn.execute(
+        "SELECT outcome, reason FROM pgmem.pack_explain_v1 WHERE pack_id = %s AND note_id = %s",
+        (pack.pack_id, note.note_id),
+    ).fetchall()
+    assert why == [("rejected", QUARANTINE)]
 
 
 def test_an_echo_alarm_never_leaves_the_pack_short_but_collusion_does() -> None:

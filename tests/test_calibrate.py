@@ -70,6 +70,7 @@ ALARM_FIELDS = frozenset(
         "newness",
         "duplicate_density",
         "question_echo",
+        "question_restatement",
         "collusion",
         "colluding",
         "burst_span",

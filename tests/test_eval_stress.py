@@ -22,6 +22,7 @@ from pgmem.eval.stress import (
     null_families,
     poison,
     poisoned_share,
+    question_notes,
     sparse_pools,
     split_families,
     spoof_provenance,
@@ -101,6 +102,7 @@ def test_registry_names() -> None:
         "poison-fresh",
         "poison-quarter-fresh",
         "drift",
+        "asked-before",
         "sparse",
     }
 
@@ -267,6 +269,22 @@ def test_drift_later_contradicting_note() -> None:
     assert attack_targets(drifted) == {}
     half = temporal_drift(corpus, share=0.5, seed=0)
     assert sum(map(len, _injected(corpus, half).values())) == round(0.5 * 5)
+
+
+def test_asked_before_puts_each_question_into_its_evidence_family() -> None:
+    corpus = make_corpus()
+    asked = question_notes(corpus)
+    injected = {span.external_id: span for spans in _injected(corpus, asked).values() for span in spans}
+    with_gold = {q.id: q for q in corpus.questions if q.gold}
+    assert set(injected) == {f"asked-{qid}" for qid in with_gold} - {"asked-q5"}  # q5's gold names no span
+    for qid, question in with_gold.items():
+        note = injected.get(f"asked-{qid}")
+        if note is None:
+            continue
+        gold = next(s for s in corpus.spans[question.namespace] if s.external_id == question.gold[0])
+        assert note.text == question.question.strip()
+        assert (note.family, note.document_id) == (gold.family, note.external_id)
+    assert attack_targets(asked) == {} and asked.questions == corpus.questions
 
 
 @pytest.mark.parametrize("keep", [1, 3, 5])

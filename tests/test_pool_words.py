@@ -116,7 +116,7 @@ def test_the_alarm_reads_the_near_duplicates_it_needs_as_if_it_read_them_all(row
     assume(rows)
     pool = Pool.from_candidates(rows, query="the harbour at dawn?")
     names = [aggregate.family for aggregate in pool.families]
-    duplicates, echoes, collusions, _, _ = _group_means(pool, names)
+    duplicates, echoes, _, collusions, _, _ = _group_means(pool, names)
     families = [candidate.family for candidate in pool.candidates]
     nearest, within = pool.words.nearest_duplicates(
         [candidate.document_id for candidate in pool.candidates], families=families

@@ -418,6 +418,29 @@ def temporal_drift(corpus: EvalCorpus, *, share: float = 0.5, seed: int = 0) -> 
     return _with_injected(corpus, injected)
 
 
+def question_notes(corpus: EvalCorpus, *, seed: int = 0) -> EvalCorpus:
+    """A genuine store in which every question with gold evidence was asked before: the
+    question's own text is a note ``asked-<question id>`` of the first gold span's family,
+    a document of its own (an archived user turn), with the store (no attacker, nothing
+    poisoned).
+
+    The worst case for the family alarm's restatement input (a note that restates the
+    question): the family it puts under quarantine is the one holding the evidence.
+    Questions without a gold span in their namespace get no note. Metadata ``{"asked":
+    true, "target": <question id>}``. ``seed`` is accepted for the registry's signature
+    (nothing is drawn).
+    """
+    injected: dict[str, list[Span]] = {}
+    for question in corpus.questions:
+        gold = _first_gold_span(corpus, question)
+        if gold is None:
+            continue
+        metadata = {"asked": True, "target": question.id}
+        note = _note(f"asked-{question.id}", question.question.strip(), gold.family, metadata)
+        injected.setdefault(question.namespace, []).append(note)
+    return _with_injected(corpus, injected)
+
+
 def sparse_pools(corpus: EvalCorpus, *, keep: int = 5, seed: int = 0) -> EvalCorpus:
     """One tiny namespace per question: its gold spans plus random distractors, ``keep`` in all.
 
@@ -470,6 +493,7 @@ CONDITIONS: Mapping[str, Callable[..., EvalCorpus]] = {
     "poison-fresh": functools.partial(poison, share=1.0, per_question=5, families="fresh"),
     "poison-quarter-fresh": functools.partial(poison, share=0.25, per_question=5, families="fresh"),
     "drift": functools.partial(temporal_drift, share=0.5),
+    "asked-before": question_notes,
     "sparse": functools.partial(sparse_pools, keep=5),
 }
 

@@ -9,6 +9,14 @@ the rest of the attacker's signature, and the alarm reads it from the pool alone
 * ``question_echo``: how much of the question each note repeats (the share of the
   question's content words it contains), averaged over the family's group: its (at
   most :data:`ALARM_GROUP`) pool notes that echo the question most;
+* ``question_restatement``: how nearly the family's most question-like pool note restates
+  the question: ``echo ** 4 * precision * min(1, q / 5)``, its share of the question's
+  ``q`` content words to the fourth times the share of its own content words that are
+  the question's, scaled down for questions of fewer than five content words (which any
+  note on their topic restates; :meth:`PoolWords.restatement`). A note written to answer
+  one question repeats all of it and adds a short claim; a genuine note built into the
+  question (part of it), or one mentioning every question word among many others, stays
+  lower;
 * ``duplicate_density``: how alike the group's notes are to the pool's other notes (for
   each note, the highest word Jaccard with a pool note of another document; averaged);
 * ``concentration``: how far the family's share of the pool exceeds its share of the
@@ -28,14 +36,23 @@ the rest of the attacker's signature, and the alarm reads it from the pool alone
 
 The score is bounded in [0, 1]::
 
-    echo_score = echo * duplicate_density ** 0.5 * (0.5 + 0.5 * max(support, concentration, newness))
-    late_burst = burst_span <= burst_window <= burst_lateness
-    score      = max(echo_score, collusion) if late_burst and not bound else echo_score
+    echo_score   = echo * duplicate_density ** 0.5 * (0.5 + 0.5 * max(support, concentration, newness))
+    late_burst   = burst_span <= burst_window <= burst_lateness
+    family_score = max(echo_score, collusion) if late_burst and not bound else echo_score
+    score        = max(family_score, question_restatement)
 
 Echo and near-duplication are both required by the echo score (a relevant article echoes
 the question but its sentences are not near-copies of each other; a chatty family
 repeats itself but not the question); support, concentration or newness make it
-stronger. Collusion (unless ``CalibrationParams.collusion_cap`` is None) suffices, but
+stronger. One note that restates the question suffices (``question_restatement``): an
+attacker writing one note per question leaves no near-copies to read, but that note
+still restates its question, which few genuine notes do (docs/security.md, "Small
+families": an archived question, a FAQ entry, a short answer holding a short question
+do). So a restatement alone does not quarantine the family: each note whose own
+restatement reaches the threshold is *held* (``FamilySignals.restating``; packed after
+every other candidate, never ahead of one), the family's other notes are untouched; the
+family is quarantined when ``family_score`` reaches the threshold. Collusion (unless
+``CalibrationParams.collusion_cap`` is None) suffices, but
 only for a late burst: several notes of one family, written as separate documents, that
 are near-copies of each other are what an attacker writing variants of its claim looks
 like, whichever question the pool is for (genuine families on the evaluation slices stay
@@ -78,6 +95,7 @@ class FamilySignals:
     newness: list[float]
     duplicate_density: list[float]
     question_echo: list[float]
+    question_restatement: list[float]
     support: list[float]
     collusion: list[float]
     burst_span: list[float | None]
@@ -86,6 +104,11 @@ class FamilySignals:
     #: Collusion reached the threshold in a late burst of an unbound family (and counts).
     colluding: list[bool]
     score: list[float]
+    #: The score without ``question_restatement``: what quarantines the whole family.
+    family_score: list[float]
+    #: The candidates (pool positions) whose own restatement reaches the threshold: held
+    #: back one by one, their families' other notes untouched (empty without a threshold).
+    restating: list[int]
 
 
 def family_signals(
@@ -125,7 +148,11 @@ def family_signals(
     """
     aggregates = {aggregate.family: aggregate for aggregate in pool.families}
     ordered = [aggregates[name] for name in families]
-    duplicates, echoes, collusions, within, family_of = _group_means(pool, families)
+    duplicates, echoes, restated, collusions, within, family_of = _group_means(pool, families)
+    # A family's restatement is its most question-like note's: one such note is enough.
+    highest = np.zeros(len(families))
+    np.maximum.at(highest, family_of, restated)
+    restatements: list[float] = highest.tolist()
     spans, latenesses = _bursts(pool, len(families), within, family_of, threshold, burst_window)
     notes = pool.namespace_notes
     namespace_age = pool.namespace_age_seconds
@@ -155,6 +182,10 @@ def family_signals(
         use_collusion and span is not None and lateness is not None and span <= burst_window <= lateness and not bound_f
         for span, lateness, bound_f in zip(spans, latenesses, bound, strict=True)
     ]
+    family_score = [
+        max(echo, collusion) if counts_f else echo
+        for echo, collusion, counts_f in zip(echo_score, collusions, counts, strict=True)
+    ]
     return FamilySignals(
         namespace_count=namespace_count,
         pool_share=pool_share.tolist(),
@@ -163,6 +194,7 @@ def family_signals(
         newness=newness,
         duplicate_density=duplicates,
         question_echo=echoes,
+        question_restatement=restatements,
         support=support,
         collusion=collusions,
         burst_span=spans,
@@ -172,10 +204,9 @@ def family_signals(
             counts_f and threshold is not None and collusion >= threshold
             for counts_f, collusion in zip(counts, collusions, strict=True)
         ],
-        score=[
-            max(echo, collusion) if counts_f else echo
-            for echo, collusion, counts_f in zip(echo_score, collusions, counts, strict=True)
-        ],
+        score=[max(score, restatement) for score, restatement in zip(family_score, restatements, strict=True)],
+        family_score=family_score,
+        restating=np.flatnonzero(restated >= threshold).tolist() if threshold is not None else [],
     )
 
 
@@ -224,11 +255,12 @@ def _bursts(
 
 def _group_means(
     pool: Pool, families: Sequence[str]
-) -> tuple[list[float], list[float], list[float], _Array, npt.NDArray[np.int64]]:
-    """Per family, the mean near-duplicate density and echo of its group (0 without notes),
-    and its collusion: the :data:`ALARM_GROUP`-th highest Jaccard of its notes with a note
-    of the same family in another document (0 with fewer notes); per candidate, that
-    Jaccard and its family's index.
+) -> tuple[list[float], list[float], _Array, list[float], _Array, npt.NDArray[np.int64]]:
+    """Per family, the mean near-duplicate density and echo of its group (0 without notes)
+    and its collusion; per candidate, its restatement of the question; collusion is the
+    :data:`ALARM_GROUP`-th highest Jaccard of its notes with a note of the same family in
+    another document (0 with fewer notes); per candidate, that Jaccard and its family's
+    index.
 
     A family's group is its (at most :data:`ALARM_GROUP`) most question-like notes, ties
     by pool order: an attacker writing for many questions has many notes in a pool, and
@@ -268,10 +300,11 @@ def _group_means(
         ]
     )
     means = np.divide(sums, grouped_members, out=np.zeros_like(sums), where=grouped_members > 0)
+    restated = words.restatement(echo)
     duplicates: list[float] = means[0].tolist()
     echoes: list[float] = means[1].tolist()
     if not can_collude:
-        return duplicates, echoes, [0.0] * len(families), within, family_of
+        return duplicates, echoes, restated, [0.0] * len(families), within, family_of
     within[rows] = within_of_rows
     within[~colluders[family_of]] = 0.0
     # The ALARM_GROUP-th highest within-family duplicate: one near-copied pair (an article
@@ -282,7 +315,7 @@ def _group_means(
     collusion = np.zeros(len(families))
     collusion[family_of[kth]] = within[kth]
     collusions: list[float] = collusion.tolist()
-    return duplicates, echoes, collusions, within, family_of
+    return duplicates, echoes, restated, collusions, within, family_of
 
 
 def _codes_in(names: Sequence[str] | None, labels: list[str]) -> npt.NDArray[np.int64]:

@@ -63,6 +63,9 @@ class Calibration:
     quarantine_cap: int = 1
     #: ... and of a colluding one (which never refills a pack); None: collusion does not alarm.
     collusion_cap: int | None = None
+    #: Notes (ids) held back for restating the question, whatever their family: packed
+    #: only when nothing but quarantined families and held notes is left (as a quarantine).
+    held: frozenset[str] = frozenset()
     _regularizers: Mapping[str, float] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -240,13 +243,18 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
     colluding = signals.colluding
     # The alarm is a defence, not a calibration: it quarantines in every mode but the
     # relevance-only ablation, degraded pool or not, so no mode ever rewards a flagged family.
-    quarantined = [flag and mode != "relevance" for flag in alarmed]
+    # A family alarmed only for a note restating the question is not quarantined: that
+    # note is held back, the family's other notes (its evidence, when the note is an
+    # archived question) are not.
+    guarding = mode != "relevance" and threshold is not None
+    quarantined = [guarding and threshold is not None and score >= threshold for score in signals.family_score]
+    held = frozenset(pool.candidates[row].note_id for row in signals.restating) if guarding else frozenset()
     for i, flag in enumerate(quarantined):
         if flag:
             regularizer[i] = -params.quarantine_penalty * signals.score[i]
 
     # Each column turned into Python floats once (tolist), then one record per family,
-    # its __dict__ filled at once (frozen_from_fields: 29 fields, one record per family).
+    # its __dict__ filled at once (frozen_from_fields: 33 fields, one record per family).
     columns = zip(
         families,
         expected_sum.tolist(),
@@ -266,6 +274,7 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
         signals.newness,
         signals.duplicate_density,
         signals.question_echo,
+        signals.question_restatement,
         signals.score,
         alarmed,
         quarantined,
@@ -303,6 +312,7 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
                 "newness": newness_f,
                 "duplicate_density": duplicate_density_f,
                 "question_echo": question_echo_f,
+                "question_restatement": question_restatement_f,
                 "alarm_score": alarm_score_f,
                 "alarm_threshold": threshold,
                 "alarmed": alarmed_f,
@@ -333,6 +343,7 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
             newness_f,
             duplicate_density_f,
             question_echo_f,
+            question_restatement_f,
             alarm_score_f,
             alarmed_f,
             quarantined_f,
@@ -343,7 +354,7 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
             bound_f,
         ) in columns
     )
-    return Calibration(mode, degraded, reasons, records, params.eps, params.quarantine_cap, params.collusion_cap)
+    return Calibration(mode, degraded, reasons, records, params.eps, params.quarantine_cap, params.collusion_cap, held)
 
 
 def _beta_reliability(

@@ -116,7 +116,9 @@ def rank_and_pack(
     refuses it names the rejection: ``overlap`` (max_overlap above
     ``overlap_hard_threshold``), ``below_minimum`` (decayed below
     ``minimum_effective_score``), ``role_quota``, ``family_cap``, ``quarantine``
-    (the family alarm quarantined its family and ``quarantine_cap`` of its notes are
+    (the note restates the question, ``calibration.held``: unless its family is
+    quarantined it is picked again after all others and packed if the budget has room;
+    or the family alarm quarantined its family and ``quarantine_cap`` of its notes are
     already packed, ``collusion_cap`` for a colluding family; when every candidate
     belongs to a quarantined family the non-colluding ones are picked again, in order,
     after all others and packed if the budget has room, so a false alarm of the echo
@@ -192,6 +194,7 @@ def rank_and_pack(
     # in through the gap it made.
     deferred: list[int] = []
     held: dict[int, Rejection] = {}
+    held_notes = calibration.held
     refill = quarantined.issuperset(families)
 
     def decayed_score(index: int) -> float:
@@ -218,6 +221,14 @@ def rank_and_pack(
         if refill:
             # A colluding family never refills: near-copies of each other are no evidence.
             yield from ((True, index) for index in deferred if candidates[index].family not in colluding)
+        elif held_notes:
+            # A held note of a family not quarantined is only demoted: packed after every
+            # other candidate if the budget has room (it may be a genuine answer).
+            yield from (
+                (True, index)
+                for index in deferred
+                if note_ids[index] in held_notes and candidates[index].family not in quarantined
+            )
 
     for filling, index in picks():
         if len(items) >= params.budget or tokens_left == 0:
@@ -235,14 +246,16 @@ def rank_and_pack(
             reason = ROLE_QUOTA
         elif params.family_cap is not None and per_family[candidate.family] >= params.family_cap:
             reason = FAMILY_CAP
-        elif (
-            not filling
-            and candidate.family in quarantined
-            and per_family[candidate.family]
-            >= (
-                calibration.collusion_cap
-                if candidate.family in colluding and calibration.collusion_cap is not None
-                else calibration.quarantine_cap
+        elif not filling and (
+            candidate.note_id in held_notes
+            or (
+                candidate.family in quarantined
+                and per_family[candidate.family]
+                >= (
+                    calibration.collusion_cap
+                    if candidate.family in colluding and calibration.collusion_cap is not None
+                    else calibration.quarantine_cap
+                )
             )
         ):
             reason = QUARANTINE

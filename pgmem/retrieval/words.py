@@ -38,6 +38,15 @@ _ASCII_NON_WORD_TO_SPACE = bytes(code if chr(code).isalnum() or chr(code) == "_"
 )
 # The same keeping NUL, which joins new texts tokenised in one batch.
 _ASCII_NON_WORD_TO_SPACE_KEEP_NUL = b"\x00" + _ASCII_NON_WORD_TO_SPACE[1:]
+#: A question of fewer content words than this is restated by any note on its topic: a
+#: note's restatement is scaled by ``min(1, question words / _RESTATED_WORDS)``.
+_RESTATED_WORDS = 5
+#: A query asks a question when it ends with "?" or starts with one of these words.
+_ASKING_WORDS = frozenset((
+    "what", "when", "where", "who", "whom", "whose", "which", "why", "how", "is", "are", "was", "were", "am",
+    "do", "does", "did", "can", "could", "should", "would", "will", "shall", "may", "might", "must", "has",
+    "have", "had",
+))  # fmt: skip
 #: Up to this many question words, echo compares word hashes one by one.
 _FEW_WORDS = 16
 #: Word hashes travel as little-endian int64 (pgmem.word_hashes_v1's bytea).
@@ -57,6 +66,12 @@ def word_list(text: str) -> list[str]:
     if lowered.isascii():
         return lowered.encode("ascii").translate(_ASCII_NON_WORD_TO_SPACE).decode("ascii").split()
     return _WORD.findall(lowered)
+
+
+def is_question(text: str) -> bool:
+    """Whether ``text`` asks a question: it ends with "?" or its first word asks (what, did, ...)."""
+    words = word_list(text)
+    return text.rstrip().endswith("?") or (bool(words) and words[0] in _ASKING_WORDS)
 
 
 def content_words(text: str) -> frozenset[str]:
@@ -227,6 +242,7 @@ class PoolWords:
         self._sets: dict[int, frozenset[str]] = {}
         self._id_sets: dict[int, frozenset[int]] = {}
         self._question = content_words(question)
+        self._asks = is_question(question)
         if hashes is not None and None not in hashes:
             self._per_note: Sequence[bytes] = hashes  # type: ignore[assignment]  # no None in it
         else:
@@ -266,6 +282,26 @@ class PoolWords:
             for word in self._asked:
                 hits |= self.content_ids == word
         return np.bincount(self.content_rows[hits], minlength=self.size) / len(self._question)
+
+    def restatement(self, echo: _Array | None = None) -> _Array:
+        """How nearly each note restates the question: ``echo ** 4 * precision * min(1, q / 5)``.
+
+        ``echo`` is :meth:`echo` (the share of the question's ``q`` content words the note
+        holds; pass it if already computed), ``precision`` the share of the note's own
+        content words that are the question's. A note that repeats the whole question and
+        adds a short claim scores high; a note holding part of the question (a sentence
+        the question was built from) or a long note that mentions every question word
+        among many others scores low; so does every note for a short question. 0 for every
+        note when the query asks no question (:func:`is_question`): a note holding all of a
+        few keywords is their best match, not an echo.
+        """
+        if echo is None:
+            echo = self.echo()
+        if not self._asks:
+            return np.zeros(self.size)
+        precision = echo * len(self._question) / np.maximum(self.content_sizes, 1.0)
+        restated: _Array = echo**4 * np.minimum(precision, 1.0) * min(1.0, len(self._question) / _RESTATED_WORDS)
+        return restated
 
     def nearest_duplicate(self, documents: Sequence[str], rows: Sequence[int] | _Ints | None = None) -> _Array:
         """For each note (or each of ``rows``), the highest content-word Jaccard with a note of another document."""
