@@ -14,6 +14,11 @@
 --   SQL, and only when a family is above the cap.
 -- * The lexical top k from postings runs on a generic plan (planned once per session)
 --   instead of a custom plan made on every call.
+-- * The lexical top k is ranked from postings also when the other query terms' postings
+--   are at most lex_max_postings (before: only when at most 4x the screen terms'): a long
+--   question in a small namespace no longer takes the bounded search and the dynamic
+--   candidate statement (the same top k, by construction: both rank the notes holding a
+--   screen term by bm25_v1 over every query term).
 
 CREATE OR REPLACE FUNCTION pgmem.stage_one_v1(
     p_namespace text,
@@ -226,7 +231,8 @@ BEGIN
           WINDOW w AS (ORDER BY s.document_frequency, s.lexeme)) AS t;
 
     -- 2. The lexical top k from postings (static SQL). Without a role or metadata filter,
-    -- when the other terms' postings are few enough (at most 4x the screen's), it is
+    -- when the other terms' postings are few enough (at most 4x the screen's, or at most
+    -- lex_max_postings: few in any case, as in small namespaces asked long questions), it is
     -- ranked from the postings of every query term, no note visited; the scores are
     -- bm25_v1's bit for bit: the same terms summed in the same order (a tsvector's
     -- lexemes are in byte order, COLLATE "C"). Otherwise a bound read from the screen
@@ -234,7 +240,7 @@ BEGIN
     -- reach the top k; it holds when no row filter removes notes above it, which the
     -- candidate search checks.
     IF k_lex > 0 AND v_screen IS NOT NULL THEN
-        IF roles IS NULL AND filter IS NULL AND v_other_postings <= 4 * v_screen_postings THEN
+        IF roles IS NULL AND filter IS NULL AND v_other_postings <= greatest(4 * v_screen_postings, lex_max_postings) THEN
             -- Planned once per session: with its arrays' lengths known, a custom plan
             -- looks cheaper than the generic one (whose shape is the same: the postings
             -- of each query term by key), so it was planned again on every call.
