@@ -233,6 +233,22 @@ def test_a_question_asked_before_is_held_back_and_its_family_keeps_its_evidence(
     assert sum(item.family == "wire" for item in packed) == 3
 
 
+def test_a_bound_familys_restating_note_is_reported_and_not_held() -> None:
+    # Only a bound family's writers can write it: its note that restates the question is
+    # an archived question or a direct answer, not an outsider's poison (as collusion, the
+    # restatement does not count for it). Reported; neither held nor alarmed.
+    unbound = _with_one_note(QUESTION, "wire", 0)
+    families = tuple(dataclasses.replace(f, bound=f.family == "wire") for f in unbound.families)
+    bound = dataclasses.replace(unbound, families=families)
+    calibration = calibrate(bound, CalibrationParams(), "calibrated")
+    wire = calibration.family("wire")
+    assert wire.bound and wire.question_restatement == pytest.approx(1.0)
+    assert not wire.alarmed and not calibration.held
+    assert QUESTION in {item.text for item in rank_and_pack(bound, calibration, PackParams(budget=8)).items}
+    # The same note in the unbound family is held.
+    assert calibrate(unbound, CalibrationParams(), "calibrated").held
+
+
 def test_a_pool_of_nothing_but_restating_notes_still_fills_its_pack() -> None:
     candidates = [_candidate(i, "faq", f"{QUESTION} Answer {i}.", 0.9 - 0.01 * i) for i in range(3)]
     pool = Pool.from_candidates(candidates, query=QUESTION)

@@ -39,7 +39,7 @@ The score is bounded in [0, 1]::
     echo_score   = echo * duplicate_density ** 0.5 * (0.5 + 0.5 * max(support, concentration, newness))
     late_burst   = burst_span <= burst_window <= burst_lateness
     family_score = max(echo_score, collusion) if late_burst and not bound else echo_score
-    score        = max(family_score, question_restatement)
+    score        = max(family_score, question_restatement) if not bound else family_score
 
 Echo and near-duplication are both required by the echo score (a relevant article echoes
 the question but its sentences are not near-copies of each other; a chatty family
@@ -51,7 +51,9 @@ families": an archived question, a FAQ entry, a short answer holding a short que
 do). So a restatement alone does not quarantine the family: each note whose own
 restatement reaches the threshold is *held* (``FamilySignals.restating``; packed after
 every other candidate, never ahead of one), the family's other notes are untouched; the
-family is quarantined when ``family_score`` reaches the threshold. Collusion (unless
+family is quarantined when ``family_score`` reaches the threshold. A family bound to writer
+roles is exempt, as from collusion: only its writers can write it, so its restating note
+is an archived question or a direct answer, never an outsider's poison. Collusion (unless
 ``CalibrationParams.collusion_cap`` is None) suffices, but
 only for a late burst: several notes of one family, written as separate documents, that
 are near-copies of each other are what an attacker writing variants of its claim looks
@@ -106,8 +108,9 @@ class FamilySignals:
     score: list[float]
     #: The score without ``question_restatement``: what quarantines the whole family.
     family_score: list[float]
-    #: The candidates (pool positions) whose own restatement reaches the threshold: held
-    #: back one by one, their families' other notes untouched (empty without a threshold).
+    #: The candidates (pool positions) of unbound families whose own restatement reaches
+    #: the threshold: held back one by one, their families' other notes untouched (empty
+    #: without a threshold).
     restating: list[int]
 
 
@@ -204,9 +207,15 @@ def family_signals(
             counts_f and threshold is not None and collusion >= threshold
             for counts_f, collusion in zip(counts, collusions, strict=True)
         ],
-        score=[max(score, restatement) for score, restatement in zip(family_score, restatements, strict=True)],
+        # A bound family's notes are its writers': its restatement is reported, never held.
+        score=[
+            score if bound_f else max(score, restatement)
+            for score, restatement, bound_f in zip(family_score, restatements, bound, strict=True)
+        ],
         family_score=family_score,
-        restating=np.flatnonzero(restated >= threshold).tolist() if threshold is not None else [],
+        restating=np.flatnonzero((restated >= threshold) & ~np.array(bound, dtype=bool)[family_of]).tolist()
+        if threshold is not None
+        else [],
     )
 
 
