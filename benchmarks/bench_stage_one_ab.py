@@ -40,6 +40,7 @@ from psycopg.rows import dict_row
 
 import pgmem
 from pgmem.api import build_hints
+from pgmem.db.resources import migration_function
 from pgmem.demo import load_corpus
 from pgmem.embeddings import get_embedder
 from pgmem.eval.bench import real_sentences
@@ -51,13 +52,11 @@ SCHEMA = "pgmem_ab_before"
 
 def before_function(migration: str = "0001") -> str:
     """stage_one_v1 as the migration numbered ``migration`` defined it, renamed into ``SCHEMA``."""
-    (path,) = (ROOT / "sql" / "migrations").glob(f"{migration}_*.sql")
-    text = path.read_text(encoding="utf-8")
-    found = re.search(r"CREATE (OR REPLACE )?FUNCTION pgmem\.stage_one_v1\(", text)
-    if found is None:
-        raise SystemExit(f"--before {migration}: {path.name} does not define pgmem.stage_one_v1")
-    end = text.index("$function$;", found.start()) + len("$function$;")
-    return f"CREATE FUNCTION {SCHEMA}.stage_one_v1(" + text[found.end() : end]
+    try:
+        definition = migration_function(migration, "pgmem.stage_one_v1")
+    except ValueError as exc:
+        raise SystemExit(f"--before {migration}: {exc}") from None
+    return re.sub(r"^CREATE (OR REPLACE )?FUNCTION pgmem\.", f"CREATE FUNCTION {SCHEMA}.", definition)
 
 
 def call_arguments(family_cap: bool = True) -> str:

@@ -14,6 +14,7 @@ import psycopg
 from psycopg import sql
 
 import pgmem
+from pgmem.db.resources import migration_function
 
 
 def make_spans(texts: list[str], *, document_id: str = "doc", family: str = "f", **fields: Any) -> list[pgmem.Span]:
@@ -143,10 +144,5 @@ def stage_one_call(schema: str, *, family_cap: bool = True) -> str:
 def stage_one_as_of(migration: str, schema: str) -> str:
     """stage_one_v1 as the migration numbered ``migration`` defined it (its frozen file in
     sql/migrations/), created in ``schema`` instead of pgmem."""
-    (path,) = (Path(__file__).resolve().parents[1] / "sql" / "migrations").glob(f"{migration}_*.sql")
-    text = path.read_text(encoding="utf-8")
-    found = re.search(r"CREATE (OR REPLACE )?FUNCTION pgmem\.stage_one_v1\(", text)
-    if found is None:
-        raise ValueError(f"{path.name} does not define pgmem.stage_one_v1")
-    end = text.index("$function$;", found.start()) + len("$function$;")
-    return f"CREATE FUNCTION {schema}.stage_one_v1(" + text[found.end() : end]
+    definition = migration_function(migration, "pgmem.stage_one_v1")
+    return re.sub(r"^CREATE (OR REPLACE )?FUNCTION pgmem\.", f"CREATE FUNCTION {schema}.", definition)

@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from helpers import as_role, make_spans, stage_one_call, stats_are_consistent
+from helpers import as_role, make_spans, stage_one_as_of, stage_one_call, stats_are_consistent
 from psycopg.rows import dict_row
 
 import pgmem
@@ -67,12 +67,7 @@ def _spans() -> list[pgmem.Span]:
 
 
 def _before_function() -> str:
-    text = (ROOT / "sql" / "migrations" / "0008_stage_one_speed.sql").read_text(encoding="utf-8")
-    start = text.index("CREATE OR REPLACE FUNCTION pgmem.stage_one_v1(")
-    end = text.index("$function$;", start) + len("$function$;")
-    return text[start:end].replace(
-        "CREATE OR REPLACE FUNCTION pgmem.stage_one_v1(", f"CREATE FUNCTION {BEFORE}.stage_one_v1("
-    )
+    return stage_one_as_of("0008", BEFORE)
 
 
 def _call(schema: str) -> str:

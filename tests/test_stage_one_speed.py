@@ -12,13 +12,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import psycopg
 import pytest
-from helpers import stage_one_call
+from helpers import stage_one_as_of, stage_one_call
 from psycopg.rows import dict_row
 
 import pgmem
@@ -26,7 +25,6 @@ from pgmem.api import build_hints
 from pgmem.embeddings import HashingEmbedder
 from pgmem.retrieval.stage_one import stage_one_arguments
 
-ROOT = Path(__file__).resolve().parents[1]
 BEFORE = "pgmem_test_before_0008"
 
 TURNS = [
@@ -49,10 +47,7 @@ QUESTIONS = [
 
 
 def _before_function() -> str:
-    schema = (ROOT / "sql" / "migrations" / "0001_initial.sql").read_text(encoding="utf-8")
-    start = schema.index("CREATE FUNCTION pgmem.stage_one_v1(")
-    end = schema.index("$function$;", start) + len("$function$;")
-    return schema[start:end].replace("CREATE FUNCTION pgmem.stage_one_v1(", f"CREATE FUNCTION {BEFORE}.stage_one_v1(")
+    return stage_one_as_of("0001", BEFORE)
 
 
 def _call(schema: str) -> str:

@@ -77,6 +77,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pgmem.retrieval.pool import Pool
+from pgmem.retrieval.words import label_codes
 
 #: How many of a family's notes the alarm reads: the ones that echo the question most.
 ALARM_GROUP = 3
@@ -277,8 +278,8 @@ def _group_means(
     """
     words = pool.words
     echo = words.echo()
-    family_of = _codes_in(families, [candidate.family for candidate in pool.candidates])
-    document_of = _codes_in(None, [candidate.document_id for candidate in pool.candidates])
+    family_of = label_codes([candidate.family for candidate in pool.candidates], families)
+    document_of = label_codes([candidate.document_id for candidate in pool.candidates])
     # Stable: within a family and an echo value, pool order.
     order = np.lexsort((-echo, family_of))
     grouped = family_of[order]
@@ -325,12 +326,6 @@ def _group_means(
     collusion[family_of[kth]] = within[kth]
     collusions: list[float] = collusion.tolist()
     return duplicates, echoes, restated, collusions, within, family_of
-
-
-def _codes_in(names: Sequence[str] | None, labels: list[str]) -> npt.NDArray[np.int64]:
-    """Each label as its index in ``names`` (None: a new code per distinct label, in order of appearance)."""
-    number = {name: index for index, name in enumerate(dict.fromkeys(labels) if names is None else names)}
-    return np.fromiter(map(number.__getitem__, labels), dtype=np.int64, count=len(labels))
 
 
 def _collusion_possible(

@@ -63,8 +63,8 @@ class Calibration:
     quarantine_cap: int = 1
     #: ... and of a colluding one (which never refills a pack); None: collusion does not alarm.
     collusion_cap: int | None = None
-    #: Notes (ids) held back for restating the question, whatever their family: packed
-    #: only when nothing but quarantined families and held notes is left (as a quarantine).
+    #: Notes (ids) of unbound families held back for restating the question: picked after
+    #: every other candidate (unless their family is quarantined: then as a quarantine).
     held: frozenset[str] = frozenset()
     _regularizers: Mapping[str, float] = field(init=False, repr=False, compare=False)
 

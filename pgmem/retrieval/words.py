@@ -295,10 +295,10 @@ class PoolWords:
         note when the query asks no question (:func:`is_question`): a note holding all of a
         few keywords is their best match, not an echo.
         """
-        if echo is None:
-            echo = self.echo()
         if not self._asks:
             return np.zeros(self.size)
+        if echo is None:
+            echo = self.echo()
         precision = echo * len(self._question) / np.maximum(self.content_sizes, 1.0)
         restated: _Array = echo**4 * np.minimum(precision, 1.0) * min(1.0, len(self._question) / _RESTATED_WORDS)
         return restated
@@ -336,7 +336,7 @@ class PoolWords:
         picked = np.flatnonzero(wanted)
         position = wanted.cumsum() - 1
         shared = self._shared(picked, wanted, position)
-        document = _codes(documents)
+        document = label_codes(documents)
         # Notes of one document (the note itself included) are not near-duplicates: 0.
         np.copyto(shared, 0.0, where=document[picked, None] == document[None, :])
         # A note without content words shares none: counted as one word, its unions are
@@ -347,7 +347,7 @@ class PoolWords:
         nearest: _Array = jaccard.max(axis=1)[position[rows]]
         if families is None:
             return nearest, np.zeros(len(rows))
-        family = _codes(families)
+        family = label_codes(families)
         np.copyto(jaccard, 0.0, where=family[picked, None] != family[None, :])
         within: _Array = jaccard.max(axis=1)[position[rows]]
         return nearest, within
@@ -395,11 +395,13 @@ class PoolWords:
         return counts
 
 
-def _codes(labels: Sequence[str] | _Ints) -> _Ints:
-    """Each label as a small integer (equal labels, equal codes); an integer array is taken as codes already."""
+def label_codes(labels: Sequence[str] | _Ints, names: Sequence[str] | None = None) -> _Ints:
+    """Each label as a small integer (equal labels, equal codes): its index in ``names``, or
+    (without ``names``) a new code per distinct label in order of appearance; an integer
+    array is taken as codes already."""
     if isinstance(labels, np.ndarray):
         return labels
-    number = {label: index for index, label in enumerate(dict.fromkeys(labels))}
+    number = {label: index for index, label in enumerate(dict.fromkeys(labels) if names is None else names)}
     return np.fromiter(map(number.__getitem__, labels), dtype=np.int64, count=len(labels))
 
 
