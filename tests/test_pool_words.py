@@ -19,6 +19,7 @@ from golden_util import candidate_rows
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from pgmem.errors import SchemaError
 from pgmem.ingestion.entities import STOPWORDS
 from pgmem.retrieval import words as words_module
 from pgmem.retrieval.alarm import ALARM_GROUP, _group_means
@@ -162,6 +163,34 @@ def test_a_pool_read_from_tuples_finds_each_value_by_its_column_name(rows: list[
     assert [c.word_hashes for c in read.candidates] == [c.word_hashes for c in rows]
     names = [field.name for field in dataclasses.fields(FamilyAggregate)]
     assert all(list(vars(aggregate)) == names for aggregate in read.families)  # built from fields
+
+
+def test_a_pool_read_from_tuples_names_a_missing_column() -> None:
+    rows = [
+        Candidate(
+            "11111111-1111-1111-1111-111111111111",
+            None,
+            "d",
+            0,
+            1,
+            "t",
+            "",
+            "f",
+            "fact",
+            1.0,
+            None,
+            1.0,
+            0.0,
+            0.0,
+            0.0,
+            1.0,
+        )
+    ]
+    pool = Pool.from_candidates(rows, query="q")
+    row = _stage_one_row(pool, rows[0], pool.families[0])
+    del row["family_bound"]
+    with pytest.raises(SchemaError, match="family_bound"):
+        pool_from_tuples(list(row), [tuple(row.values())], query="q")
 
 
 @settings(max_examples=100, deadline=None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import operator
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,6 +17,7 @@ from psycopg.types.json import Jsonb
 from pgmem.db.errors import database_errors, deadline
 from pgmem.db.queries import column_names, run_tuples
 from pgmem.db.vectors import vector_literal
+from pgmem.errors import SchemaError
 from pgmem.params import StageOneParams
 from pgmem.retrieval.pool import Pool
 from pgmem.types import Candidate, FamilyAggregate, frozen_from_fields
@@ -165,14 +166,12 @@ def pool_from_tuples(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, q
         return Pool((), 0, 0.0, 0.0, 0.0, (), query=query)
     position = {name: index for index, name in enumerate(columns)}
     # Each row's values in the order the readers below unpack them: one C call per row.
-    candidate_values = operator.itemgetter(*map(position.__getitem__, CANDIDATE_COLUMNS))
-    family_values = operator.itemgetter(*map(position.__getitem__, FAMILY_COLUMNS))
+    candidate_values = _values(position, CANDIDATE_COLUMNS)
+    family_values = _values(position, FAMILY_COLUMNS)
     # A family's window aggregates are the same on each of its rows: read from one.
     family = position["family"]
     by_family = {row[family]: row for row in rows}
-    size, mean, variance, entropy, helpful, unhelpful, notes, age = operator.itemgetter(
-        *map(position.__getitem__, POOL_COLUMNS)
-    )(rows[0])
+    size, mean, variance, entropy, helpful, unhelpful, notes, age = _values(position, POOL_COLUMNS)(rows[0])
     return Pool(
         candidates=tuple(map(_candidate, map(candidate_values, rows))),
         size=int(size),
@@ -187,6 +186,14 @@ def pool_from_tuples(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, q
         namespace_notes=int(notes),
         namespace_age_seconds=_seconds(age),
     )
+
+
+def _values(position: Mapping[str, int], names: Sequence[str]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """A row's values of the columns ``names``, in that order (``position``: column -> index)."""
+    missing = [name for name in names if name not in position]
+    if missing:
+        raise SchemaError(f"stage one returned no column {missing[0]!r}: is the schema up to date?")
+    return operator.itemgetter(*[position[name] for name in names])
 
 
 def _candidate(values: Sequence[Any]) -> Candidate:
