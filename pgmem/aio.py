@@ -29,7 +29,7 @@ import psycopg
 
 from pgmem.db.connection import bind_namespace, given_dsn
 from pgmem.db.errors import database_errors, deadline_async
-from pgmem.db.queries import fetch_async, run_async
+from pgmem.db.queries import column_names, fetch_async, run_async, run_tuples_async
 from pgmem.db.steps import drive_async
 from pgmem.embeddings import Embedder, resolve_embedder
 from pgmem.errors import ConfigurationError
@@ -57,7 +57,7 @@ from pgmem.params import CalibrationParams, Mode, PackParams, StageOneParams
 from pgmem.retrieval.pipeline import PackRequest, Stopwatch, embed_question, finish_pack, log_document, prepare_pack
 from pgmem.retrieval.pool import Pool
 from pgmem.retrieval.rerank import Reranker
-from pgmem.retrieval.stage_one import pool_from_rows
+from pgmem.retrieval.stage_one import pool_from_tuples
 from pgmem.types import Pack, Span
 
 __all__ = [
@@ -107,9 +107,12 @@ async def fetch_pool(conn: psycopg.AsyncConnection[Any], request: PackRequest) -
     with database_errors("pack"):
         async with deadline_async(conn, request.timeout, "pack"):
             # prepare=False as in the sync driver: the dynamic SQL is planned per call anyway.
-            cursor = await run_async(conn, "stage_one", request.stage_one_arguments(), prepare=False, binary=True)
+            cursor = await run_tuples_async(
+                conn, "stage_one", request.stage_one_arguments(), prepare=False, binary=True
+            )
             rows = await cursor.fetchall()
-    return pool_from_rows(rows, query=request.question)
+            columns = column_names(cursor)
+    return pool_from_tuples(columns, rows, query=request.question)
 
 
 async def log_pack(conn: psycopg.AsyncConnection[Any], evidence: Pack) -> Pack:

@@ -351,7 +351,9 @@ def frozen_from_fields(kind: type[_Frozen], values: dict[str, Any]) -> _Frozen:
     same object (no type here has a ``__post_init__``), at a third of the cost, for the
     records the read path builds on every pack. Nothing is checked: the caller names
     every field, as ``tests/test_finish_golden.py`` verifies for each type built this way.
+    ``values`` itself becomes ``vars(instance)``: pass a dict built for this record.
     """
     instance = object.__new__(kind)
-    instance.__dict__.update(values)
+    # Set as the __dict__, not copied into it: ~10 % of a 22-field Candidate's construction.
+    object.__setattr__(instance, "__dict__", values)
     return instance

@@ -768,6 +768,30 @@ def test_get_embedder_returns_an_embedder_unchanged_without_probing() -> None:
     assert get_embedder(fake) is fake
 
 
+def test_get_embedder_reads_an_objects_members_without_running_them() -> None:
+    # A class defining every member answers for its instances; an
+    # object holding some as instance attributes is checked one by one, each time.
+    class Lazy:
+        name = "lazy"
+
+        @property
+        def dimension(self) -> int:
+            raise AssertionError("the dimension was read")
+
+        def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+            raise AssertionError("embedded")
+
+    lazy = Lazy()
+    assert get_embedder(lazy) is lazy  # type: ignore[arg-type]
+    assert get_embedder(lazy) is lazy  # type: ignore[arg-type]
+    whole, partial = ConstantEmbedder(4), ConstantEmbedder(4)
+    del partial.dimension
+    assert get_embedder(whole) is whole
+    with pytest.raises(ConfigurationError, match="got ConstantEmbedder"):
+        get_embedder(partial)
+    assert get_embedder(whole) is whole
+
+
 @pytest.mark.parametrize("spec", ["bert", "hashing:abc", "minilm:large", ""])
 def test_get_embedder_rejects_unknown_specs(spec: str) -> None:
     with pytest.raises(ConfigurationError, match=r"hashing:<dimension>|whole number"):

@@ -90,6 +90,28 @@ def test_pack_returns_ranked_grounded_items(store: psycopg.Connection[Any], hash
     assert set(d.timings_ms) == {"embed", "stage_one", "calibrate_and_pack"}
 
 
+def test_stage_one_read_as_tuples_gives_the_pool_its_dict_rows_give(
+    store: psycopg.Connection[Any], hashing: HashingEmbedder
+) -> None:
+    # run_stage_one reads psycopg's tuples by the cursor's column names; the same
+    # statement read as dict rows (by name, one dict a row) gives the same pool.
+    from pgmem.db.queries import run
+    from pgmem.retrieval.stage_one import Hints, pool_from_rows, run_stage_one, stage_one_arguments
+
+    question = "Where is Acme Corp?"
+    arguments = stage_one_arguments(
+        "default", hashing.name, hashing.embed([question])[0], question, Hints(), StageOneParams()
+    )
+    with store.transaction():  # one now(): the same ages in both reads
+        pool = run_stage_one(store, arguments)
+        rows = run(store, "stage_one", arguments, prepare=False, binary=True).fetchall()
+    assert pool.size == len(rows) > 0
+    again = pool_from_rows(rows, query=question)
+    assert pool == again
+    assert [c.word_hashes for c in pool.candidates] == [c.word_hashes for c in again.candidates]
+    assert [c.note_id for c in pool.candidates] == [str(row["note_id"]) for row in rows]
+
+
 def test_sql_aggregates_equal_the_numpy_definition(store: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
     from pgmem.retrieval.stage_one import Hints, run_stage_one, stage_one_arguments
 

@@ -19,11 +19,12 @@ from golden_util import candidate_rows
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from pgmem.errors import SchemaError
 from pgmem.ingestion.entities import STOPWORDS
 from pgmem.retrieval import words as words_module
 from pgmem.retrieval.alarm import ALARM_GROUP, _group_means
 from pgmem.retrieval.pool import Pool
-from pgmem.retrieval.stage_one import pool_from_rows
+from pgmem.retrieval.stage_one import _uuid_text, pool_from_rows, pool_from_tuples
 from pgmem.retrieval.words import PoolWords, word_hashes, word_list
 from pgmem.types import Candidate, FamilyAggregate, FamilyCalibration, PackItem, Rejection
 
@@ -144,6 +145,59 @@ def test_a_pool_read_from_stage_one_rows_holds_the_rows_candidates(rows: list[Ca
         assert list(vars(candidate)) == names  # every field, in field order (built from fields)
         assert candidate.word_hashes == row.word_hashes  # not compared by ==
     assert read.families == pool.families
+
+
+@settings(max_examples=50, deadline=None)
+@given(candidate_rows(max_size=30), st.randoms(use_true_random=False))
+def test_a_pool_read_from_tuples_finds_each_value_by_its_column_name(rows: list[Candidate], order: Any) -> None:
+    # psycopg's tuples come with the statement's column names: any column order (and
+    # columns the pool does not read) gives the pool the dict rows give.
+    pool = Pool.from_candidates(rows, query="q")
+    aggregates = {aggregate.family: aggregate for aggregate in pool.families}
+    stage_one_rows = [_stage_one_row(pool, candidate, aggregates[candidate.family]) for candidate in rows]
+    columns = [*stage_one_rows[0], "unread"] if stage_one_rows else ["unread"]
+    order.shuffle(columns)
+    tuples = [tuple(row.get(column, "x") for column in columns) for row in stage_one_rows]
+    read = pool_from_tuples(columns, tuples, query="q")
+    assert read == pool_from_rows(stage_one_rows, query="q")
+    assert [c.word_hashes for c in read.candidates] == [c.word_hashes for c in rows]
+    names = [field.name for field in dataclasses.fields(FamilyAggregate)]
+    assert all(list(vars(aggregate)) == names for aggregate in read.families)  # built from fields
+
+
+def test_a_pool_read_from_tuples_names_a_missing_column() -> None:
+    rows = [
+        Candidate(
+            "11111111-1111-1111-1111-111111111111",
+            None,
+            "d",
+            0,
+            1,
+            "t",
+            "",
+            "f",
+            "fact",
+            1.0,
+            None,
+            1.0,
+            0.0,
+            0.0,
+            0.0,
+            1.0,
+        )
+    ]
+    pool = Pool.from_candidates(rows, query="q")
+    row = _stage_one_row(pool, rows[0], pool.families[0])
+    del row["family_bound"]
+    with pytest.raises(SchemaError, match="family_bound"):
+        pool_from_tuples(list(row), [tuple(row.values())], query="q")
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.uuids())
+def test_note_ids_are_the_uuids_text(value: uuid.UUID) -> None:
+    assert _uuid_text(value) == str(value)
+    assert _uuid_text(str(value)) == str(value)
 
 
 def _stage_one_row(pool: Pool, candidate: Candidate, family: FamilyAggregate) -> dict[str, Any]:

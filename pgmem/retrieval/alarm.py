@@ -301,18 +301,17 @@ def _group_means(
     nearest = np.zeros(len(family_of))
     nearest[rows] = nearest_of_rows
     within = np.zeros(len(family_of))
-    grouped_members = np.bincount(family_of[chosen], minlength=len(families))
+    chosen_family = family_of[chosen]
+    # A family without notes has sums of 0.0: divided by 1, its means are the 0 reported.
+    grouped_members = np.maximum(np.bincount(chosen_family, minlength=len(families)), 1)
     # bincount adds each family's values in group order, as a sum over the group would.
-    sums = np.stack(
-        [
-            np.bincount(family_of[chosen], weights=nearest[chosen], minlength=len(families)),
-            np.bincount(family_of[chosen], weights=echo[chosen], minlength=len(families)),
-        ]
-    )
-    means = np.divide(sums, grouped_members, out=np.zeros_like(sums), where=grouped_members > 0)
+    duplicates: list[float] = (
+        np.bincount(chosen_family, weights=nearest[chosen], minlength=len(families)) / grouped_members
+    ).tolist()
+    echoes: list[float] = (
+        np.bincount(chosen_family, weights=echo[chosen], minlength=len(families)) / grouped_members
+    ).tolist()
     restated = words.restatement(echo)
-    duplicates: list[float] = means[0].tolist()
-    echoes: list[float] = means[1].tolist()
     if not can_collude:
         return duplicates, echoes, restated, [0.0] * len(families), within, family_of
     within[rows] = within_of_rows

@@ -203,9 +203,11 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
     if not families:
         return Calibration(mode, degraded, reasons, (), params.eps, params.quarantine_cap, params.collusion_cap)
 
-    count = np.array([f.count for f in families], dtype=np.float64)
-    score_sum = np.array([f.score_sum for f in families], dtype=np.float64)
-    confidence = np.array([f.mean_confidence for f in families], dtype=np.float64)
+    # The aggregates' columns as one array (one conversion, not five).
+    count, score_sum, confidence, helpful, unhelpful = np.array(
+        [(f.count, f.score_sum, f.mean_confidence, f.feedback_helpful, f.feedback_unhelpful) for f in families],
+        dtype=np.float64,
+    ).T
     size = float(pool.size)
 
     expected_sum = count * pool.mean
@@ -224,8 +226,6 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
     uncertainty = np.clip(0.5 * variance_share + 0.5 * (1.0 - evidence), 0.0, 1.0)
     if not params.use_uncertainty:
         uncertainty = np.zeros_like(uncertainty)
-    helpful = np.array([f.feedback_helpful for f in families], dtype=np.float64)
-    unhelpful = np.array([f.feedback_unhelpful for f in families], dtype=np.float64)
     feedback_reliability, feedback_z = _beta_reliability(pool, params, helpful, unhelpful)
     if mode == "beta":
         signal = params.gamma * np.tanh(feedback_z / params.tau)
@@ -253,106 +253,47 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
         if flag:
             regularizer[i] = -params.quarantine_penalty * signals.score[i]
 
-    # Each column turned into Python floats once (tolist), then one record per family,
-    # its __dict__ filled at once (frozen_from_fields: 33 fields, one record per family).
-    columns = zip(
-        families,
-        expected_sum.tolist(),
-        expected_variance.tolist(),
-        z.tolist(),
-        shrunk_z.tolist(),
-        corroboration.tolist(),
-        reliability.tolist(),
-        uncertainty.tolist(),
-        regularizer.tolist(),
-        floor_dominated.tolist(),
-        feedback_reliability.tolist(),
-        feedback_z.tolist(),
-        signals.namespace_count,
-        signals.pool_share,
-        signals.namespace_share,
-        signals.newness,
-        signals.duplicate_density,
-        signals.question_echo,
-        signals.question_restatement,
-        signals.score,
-        alarmed,
-        quarantined,
-        signals.collusion,
-        colluding,
-        signals.burst_span,
-        signals.burst_lateness,
-        signals.bound,
-        strict=True,
-    )
+    # Each column turned into Python values once (tolist), named in FamilyCalibration's
+    # field order; then one record per family, its __dict__ filled at once
+    # (frozen_from_fields: 33 fields, one record per family).
+    columns = {
+        "family": names,
+        "count": [aggregate.count for aggregate in families],
+        "score_sum": [aggregate.score_sum for aggregate in families],
+        "mean_confidence": [aggregate.mean_confidence for aggregate in families],
+        "expected_sum": expected_sum.tolist(),
+        "expected_variance": expected_variance.tolist(),
+        "z": z.tolist(),
+        "shrunk_z": shrunk_z.tolist(),
+        "corroboration": corroboration.tolist(),
+        "reliability": reliability.tolist(),
+        "uncertainty": uncertainty.tolist(),
+        "regularizer": regularizer.tolist(),
+        "variance_floor_dominated": floor_dominated.tolist(),
+        "feedback_helpful": [aggregate.feedback_helpful for aggregate in families],
+        "feedback_unhelpful": [aggregate.feedback_unhelpful for aggregate in families],
+        "feedback_reliability": feedback_reliability.tolist(),
+        "feedback_z": feedback_z.tolist(),
+        "namespace_count": signals.namespace_count,
+        "pool_share": signals.pool_share,
+        "namespace_share": signals.namespace_share,
+        "newness": signals.newness,
+        "duplicate_density": signals.duplicate_density,
+        "question_echo": signals.question_echo,
+        "question_restatement": signals.question_restatement,
+        "alarm_score": signals.score,
+        "alarm_threshold": [threshold] * len(families),
+        "alarmed": alarmed,
+        "quarantined": quarantined,
+        "collusion": signals.collusion,
+        "colluding": colluding,
+        "burst_span": signals.burst_span,
+        "burst_lateness": signals.burst_lateness,
+        "bound": signals.bound,
+    }
     records = tuple(
-        frozen_from_fields(
-            FamilyCalibration,
-            {
-                "family": aggregate.family,
-                "count": aggregate.count,
-                "score_sum": aggregate.score_sum,
-                "mean_confidence": aggregate.mean_confidence,
-                "expected_sum": expected_sum_f,
-                "expected_variance": expected_variance_f,
-                "z": z_f,
-                "shrunk_z": shrunk_z_f,
-                "corroboration": corroboration_f,
-                "reliability": reliability_f,
-                "uncertainty": uncertainty_f,
-                "regularizer": regularizer_f,
-                "variance_floor_dominated": floor_dominated_f,
-                "feedback_helpful": aggregate.feedback_helpful,
-                "feedback_unhelpful": aggregate.feedback_unhelpful,
-                "feedback_reliability": feedback_reliability_f,
-                "feedback_z": feedback_z_f,
-                "namespace_count": namespace_count_f,
-                "pool_share": pool_share_f,
-                "namespace_share": namespace_share_f,
-                "newness": newness_f,
-                "duplicate_density": duplicate_density_f,
-                "question_echo": question_echo_f,
-                "question_restatement": question_restatement_f,
-                "alarm_score": alarm_score_f,
-                "alarm_threshold": threshold,
-                "alarmed": alarmed_f,
-                "quarantined": quarantined_f,
-                "collusion": collusion_f,
-                "colluding": colluding_f,
-                "burst_span": burst_span_f,
-                "burst_lateness": burst_lateness_f,
-                "bound": bound_f,
-            },
-        )
-        for (
-            aggregate,
-            expected_sum_f,
-            expected_variance_f,
-            z_f,
-            shrunk_z_f,
-            corroboration_f,
-            reliability_f,
-            uncertainty_f,
-            regularizer_f,
-            floor_dominated_f,
-            feedback_reliability_f,
-            feedback_z_f,
-            namespace_count_f,
-            pool_share_f,
-            namespace_share_f,
-            newness_f,
-            duplicate_density_f,
-            question_echo_f,
-            question_restatement_f,
-            alarm_score_f,
-            alarmed_f,
-            quarantined_f,
-            collusion_f,
-            colluding_f,
-            burst_span_f,
-            burst_lateness_f,
-            bound_f,
-        ) in columns
+        frozen_from_fields(FamilyCalibration, dict(zip(columns, values, strict=True)))
+        for values in zip(*columns.values(), strict=True)
     )
     return Calibration(mode, degraded, reasons, records, params.eps, params.quarantine_cap, params.collusion_cap, held)
 

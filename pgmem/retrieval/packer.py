@@ -170,7 +170,7 @@ def rank_and_pack(
     base = np.array([c.base_score for c in candidates], dtype=np.float64)
     normalized = (base - pool.mean) / math.sqrt(pool.variance + calibration.eps)
     final = normalized + np.array(regularizers, dtype=np.float64)
-    if not np.all(np.isfinite(final)):
+    if not np.isfinite(final).all():
         raise InputError("candidate base scores and pool aggregates must be finite")
     normalized_scores: list[float] = normalized.tolist()
     final_scores: list[float] = final.tolist()
