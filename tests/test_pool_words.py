@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import uuid
 from typing import Any
 
 import pytest
@@ -149,7 +148,7 @@ def test_a_pool_read_from_stage_one_rows_holds_the_rows_candidates(rows: list[Ca
 def _stage_one_row(pool: Pool, candidate: Candidate, family: FamilyAggregate) -> dict[str, Any]:
     """``candidate`` as a row of the stage_one statement (dict_row: values by column name)."""
     return {
-        "note_id": uuid.UUID(candidate.note_id),
+        "note_id": candidate.note_id,
         "external_id": candidate.external_id,
         "document_id": candidate.document_id,
         "span_start": candidate.span_start,

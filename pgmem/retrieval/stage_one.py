@@ -120,7 +120,7 @@ def _candidate(row: dict[str, Any]) -> Candidate:
     return frozen_from_fields(
         Candidate,
         {
-            "note_id": str(row["note_id"]),
+            "note_id": row["note_id"],  # text: the stage_one statement casts it
             "external_id": row["external_id"],
             "document_id": row["document_id"],
             "span_start": row["span_start"],
