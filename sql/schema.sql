@@ -1522,7 +1522,7 @@ BEGIN
 END;
 $function$;
 
--- Stage one's rows for a pack: stage_one_v1's, with the feedback and statistics pack reads.
+-- Stage one's rows for a pack: stage_one_v1's, with the feedback and statistics it reads.
 CREATE FUNCTION pgmem.stage_one_pool_v1(
     p_namespace text,
     p_model text,

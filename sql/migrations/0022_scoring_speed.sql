@@ -5,7 +5,9 @@
 -- and breaks behind transaction poolers): stage_one_v1's rows joined to the feedback,
 -- family and namespace statistics. Its parse, its plan (joins included) and those joins
 -- cost ~0.6-0.8 ms of server CPU per pack on top of the function (10k LoCoMo store). The
--- same statement inside a PL/pgSQL function is planned once per session.
+-- same statement inside a PL/pgSQL function is planned once per session: ~0.2 ms less
+-- server CPU per pack (1.04-1.05x for the statement at 10k and on the demo store, 1.01x
+-- at 205k notes; docs/performance.md).
 --
 -- * pgmem.stage_one_pool_v1, new: stage_one_v1's arguments, its rows in its order with
 --   the columns the statement added (ages, bound family, feedback totals, family and
@@ -14,7 +16,7 @@
 --
 -- Nothing else changes: no table, no row, no other function.
 
--- Stage one's rows for a pack: stage_one_v1's, with the feedback and statistics pack reads.
+-- Stage one's rows for a pack: stage_one_v1's, with the feedback and statistics it reads.
 CREATE OR REPLACE FUNCTION pgmem.stage_one_pool_v1(
     p_namespace text,
     p_model text,
