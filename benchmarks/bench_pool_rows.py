@@ -2,7 +2,7 @@
 
 Stage one's rows arrive as dicts (pgmem reads them through ``dict_row``, by name); each
 128-row LoCoMo pool of ``bench_finish.py`` is written out as the rows the ``stage_one``
-statement returns for it (a ``uuid.UUID`` note id, floats, the word hashes) and turned back
+statement returns for it (the note id as text, floats, the word hashes) and turned back
 into a :class:`~pgmem.retrieval.pool.Pool` by each tree's ``pool_from_rows``, in blocks of
 ``--calls`` calls alternated A B, B A, ...; it prints each tree's median CPU per pool and the
 per-block ratio B/A::
@@ -23,7 +23,6 @@ import os
 import statistics
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,7 @@ def stage_one_rows(pool: Any) -> list[dict[str, Any]]:
         family = families[candidate.family]
         rows.append(
             {
-                "note_id": uuid.UUID(candidate.note_id),
+                "note_id": candidate.note_id,
                 "external_id": candidate.external_id,
                 "document_id": candidate.document_id,
                 "span_start": candidate.span_start,

@@ -60,11 +60,12 @@ def before_function(migration: str = "0001") -> str:
 
 
 def call_arguments(family_cap: bool = True) -> str:
-    """The arguments of the ``stage_one`` statement's stage_one_v1 call (queries.sql), without
-    the family cap's for a function older than migration 0018."""
+    """The arguments of the ``stage_one`` statement's call (queries.sql; stage_one_pool_v1
+    passes them on to stage_one_v1 unchanged), without the family cap's for a function older
+    than migration 0018."""
     queries = (ROOT / "sql" / "queries.sql").read_text(encoding="utf-8")
-    start = queries.index("FROM pgmem.stage_one_v1(") + len("FROM pgmem.stage_one_v1(")
-    arguments = queries[start : queries.index(") AS s\n", start)]
+    start = queries.index("FROM pgmem.stage_one_pool_v1(") + len("FROM pgmem.stage_one_pool_v1(")
+    arguments = queries[start : queries.index(") AS s;\n", start)]
     return arguments if family_cap else arguments.replace(", family_candidates => %(family_candidates)s", "")
 
 
@@ -95,6 +96,18 @@ def backend_cpu_ms(pid: int) -> float | None:
         return int(Path(f"/proc/{pid}/schedstat").read_text(encoding="ascii").split()[0]) / 1e6
     except (OSError, ValueError, IndexError):
         return None
+
+
+def server_cpu(pid: int, what: str, target: Any, statement: str, arguments: Any, **execute: Any) -> tuple[Any, float]:
+    """The rows of ``statement`` run on ``target`` (a connection or cursor) and the CPU time
+    the server process ``pid`` spent meanwhile, in ms (SystemExit naming ``what`` when it
+    cannot be read); ``execute`` goes to ``target.execute``."""
+    started = backend_cpu_ms(pid)
+    rows = target.execute(statement, arguments, **execute).fetchall()
+    ended = backend_cpu_ms(pid)
+    if started is None or ended is None:
+        raise SystemExit(f"{what}: cannot read the server's CPU time (/proc/PID/schedstat)")
+    return rows, ended - started
 
 
 def differences(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[str]:

@@ -16,20 +16,28 @@ into temporary functions (``pg_temp``, this session only) that report on themsel
   (``/proc/PID/schedstat``, so the server must run on this machine, Linux) gives each
   step's cost as the difference of consecutive p50s. Unlike ``steps``, this holds on a
   loaded machine: time spent waiting for a CPU is not counted.
+* ``scoring`` (0019 on): the scoring statement (step 4) alone, on the inputs the function
+  computed for each question before it (captured once), whole and with one part cut at a
+  time (BM25, each boost, the link self-join, the pool aggregates; the fetch alone; the
+  rows alone), run one after the other in rotating order; server CPU p50 of each and its
+  difference to the whole statement: what each part costs. A cut whose text the
+  migration's statement does not hold is skipped.
 
     .venv/bin/python benchmarks/profile_stage_one.py --home DIR --namespace scale \
-        --mode before|candidates|steps|cpu [--migration 0014|0011|0008] [--questions 20] [--embedder hashing:384]
+        --mode before|candidates|steps|cpu|scoring [--migration 0014|0011|0008] [--questions 20] \
+        [--embedder hashing:384]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_stage_one_ab import add_question_set, backend_cpu_ms, question_set
+from bench_stage_one_ab import add_question_set, question_set, server_cpu
 from bench_stage_one_ab import call_arguments as stage_one_call_arguments
 
 import pgmem
@@ -111,12 +119,8 @@ def _cpu_steps(conn: Any, definition: str, calls: list[str], arguments: list[dic
     spent: dict[str, list[float]] = {name: [] for name, _ in cuts}
     for argument in arguments:
         for (name, _), call in zip(cuts, calls, strict=False):
-            before = backend_cpu_ms(pid)
-            conn.execute(call, argument).fetchall()
-            after = backend_cpu_ms(pid)
-            if before is None or after is None:
-                raise SystemExit("--mode cpu: cannot read the server's CPU time (/proc/PID/schedstat)")
-            spent[name].append(after - before)
+            _, cpu = server_cpu(pid, "--mode cpu", conn, call, argument)
+            spent[name].append(cpu)
     previous = 0.0
     for name, values in spent.items():
         p50 = float(np.percentile(values, 50))
@@ -124,9 +128,123 @@ def _cpu_steps(conn: Any, definition: str, calls: list[str], arguments: list[dic
         previous = p50
 
 
+# The values step 4 reads besides the function's arguments (0019 on), captured before it.
+SCORING_INPUTS = (
+    ("v_candidates", "uuid[]"),
+    ("v_cosines", "double precision[]"),
+    ("v_terms", "text[]"),
+    ("v_idf", "double precision[]"),
+    ("v_average_length", "double precision"),
+    ("v_entity_hints", "text[]"),
+)
+SCORING_MARKER = "    -- 4. Scores"
+# The parts cut from the scoring statement (0019's text): (old, new) replacements.
+SCORING_CUTS: dict[str, list[tuple[str, str]]] = {
+    "no BM25": [
+        ("coalesce(score.bm25, 0) AS bm25", "0::float8 AS bm25"),
+        (
+            "        CROSS JOIN LATERAL pgmem.bm25_v1(n.lexemes, n.lexeme_count, v_terms, v_idf, bm25_k1, bm25_b,\n"
+            "                                         v_average_length) AS score\n",
+            "",
+        ),
+    ],
+    "no entity boost": [("WHERE cardinality(v_entity_hints) > 0 AND", "WHERE false AND")],
+    "no keyword boost": [
+        ("keyword_boost * CASE WHEN cardinality(keyword_hints) > 0", "keyword_boost * CASE WHEN false")
+    ],
+    "no link boost": [("WHERE link_weight > 0 AND", "WHERE false AND")],
+    "no pool aggregate": [
+        (
+            "        SELECT count(*) AS pool_size, avg(b.base_score) AS pool_mean,"
+            " var_pop(b.base_score) AS pool_variance,\n"
+            "               greatest(-avg(ln(f.family_count::float8 / (SELECT count(*) FROM based AS c))), 0)"
+            " AS pool_entropy\n"
+            "        FROM based AS b\n"
+            "        JOIN families AS f ON f.family = b.family\n",
+            "        SELECT 1 AS pool_size, 0::float8 AS pool_mean, 0::float8 AS pool_variance,"
+            " 0::float8 AS pool_entropy\n",
+        )
+    ],
+}
+
+
+def _scoring_functions(definition: str) -> dict[str, str]:
+    """The scoring statement of ``definition`` as functions ``pg_temp.scoring_N`` (the
+    function's arguments and the captured inputs, its columns): whole, each cut, the fetch
+    alone and the rows alone; and ``pg_temp.captured``, the function raising its step-4
+    inputs as a notice and returning before the scoring."""
+    arguments = definition[: definition.index("\n)\n    RETURNS TABLE")]
+    arguments += "".join(f",\n    {name} {kind} DEFAULT NULL" for name, kind in SCORING_INPUTS)
+    columns = re.search(r"RETURNS TABLE \((.*?)\n    \)", definition, flags=re.S)
+    start = definition.index("    RETURN QUERY\n", definition.index(SCORING_MARKER))
+    if columns is None:
+        raise SystemExit("--mode scoring: the function's RETURNS TABLE was not found")
+    statement = definition[start : definition.index("END;\n$function$;", start)]
+    names = ", ".join(f"'{name}', {name}" for name, _ in SCORING_INPUTS)
+    captured = definition.replace(
+        SCORING_MARKER, f"    RAISE NOTICE '%', jsonb_build_object({names});\n    RETURN;\n{SCORING_MARKER}", 1
+    )
+    selected = ", ".join(
+        "c.note_id" if column.split()[0] == "note_id" else f"NULL::{' '.join(column.split()[1:])}"
+        for column in columns.group(1).split(",\n")
+    )
+    variants = {"whole": statement}
+    for label, replacements in SCORING_CUTS.items():
+        if all(old in statement for old, _ in replacements):
+            cut = statement
+            for old, new in replacements:
+                cut = cut.replace(old, new)
+            variants[label] = cut
+        else:
+            print(f"--mode scoring: {label!r} skipped (its text is not in this migration's statement)")
+    variants["rows alone"] = f"    RETURN QUERY SELECT {selected} FROM unnest(v_candidates) AS c (note_id);\n"
+    variants["fetch alone"] = (
+        f"    RETURN QUERY SELECT {selected.replace('c.note_id', 'n.note_id', 1)}\n"
+        "    FROM unnest(v_candidates) AS c (note_id)\n"
+        "    JOIN pgmem.notes AS n ON n.namespace = p_namespace AND n.note_id = c.note_id;\n"
+    )
+    functions = {"captured": "CREATE FUNCTION pg_temp.captured(" + captured}
+    for number, (label, body) in enumerate(variants.items()):
+        functions[label] = (
+            f"CREATE FUNCTION pg_temp.scoring_{number}({arguments}\n)\n    RETURNS TABLE ({columns.group(1)}\n    )\n"
+            f"    LANGUAGE plpgsql STABLE AS $function$\n#variable_conflict use_column\nBEGIN\n{body}END;\n$function$;"
+        )
+    return functions
+
+
+def _scoring(conn: Any, definition: str, call_arguments: str, arguments: list[dict[str, Any]]) -> None:
+    """Print the server CPU p50 of the scoring statement alone, whole and with each cut."""
+    functions = _scoring_functions(definition)
+    for function in functions.values():
+        conn.execute(function)
+    notices: list[str] = []
+    conn.add_notice_handler(lambda diagnostic: notices.append(diagnostic.message_primary or ""))
+    inputs = ", ".join(f"{name} => %({name})s::{kind}" for name, kind in SCORING_INPUTS)
+    calls = []
+    for argument in arguments:
+        notices.clear()
+        conn.execute(f"SELECT * FROM pg_temp.captured({call_arguments})", argument).fetchall()
+        calls.append({**argument, **json.loads(notices[-1])})
+    labels = [label for label in functions if label != "captured"]
+    pid = conn.info.backend_pid
+    spent: dict[str, list[float]] = {label: [] for label in labels}
+    for number, argument in enumerate(calls):
+        for turn in range(len(labels)):
+            label = labels[(number + turn) % len(labels)]
+            call = f"SELECT * FROM pg_temp.scoring_{labels.index(label)}({call_arguments}, {inputs})"
+            _, cpu = server_cpu(pid, "--mode scoring", conn, call, argument)
+            spent[label].append(cpu)
+    whole = float(np.percentile(spent["whole"], 50))
+    sizes = [len(call["v_candidates"] or []) for call in calls]
+    print(f"{len(calls)} questions, {float(np.median(sizes)):.0f} candidates per pool (median)")
+    for label, values in spent.items():
+        p50 = float(np.percentile(values, 50))
+        print(f"{label:<18} server CPU p50 {p50:7.2f} ms   whole minus this {whole - p50:+6.2f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--mode", choices=("before", "candidates", "steps", "cpu"), required=True)
+    parser.add_argument("--mode", choices=("before", "candidates", "steps", "cpu", "scoring"), required=True)
     parser.add_argument("--namespace", default="bench")
     parser.add_argument("--migration", default="0011", help="whose stage_one_v1 --mode candidates|steps profiles")
     parser.add_argument("--questions", type=int, default=20)
@@ -150,7 +268,7 @@ def main() -> None:
     embedder = get_embedder(args.embedder)
     notices: list[str] = []
     steps: dict[str, list[float]] = {}
-    if args.mode == "cpu":
+    if args.mode in ("cpu", "scoring"):
         questions = question_set(args.question_set, args.data)[: args.questions]
         arguments = [
             stage_one_arguments(
@@ -162,7 +280,10 @@ def main() -> None:
         with pgmem.connect(args.dsn, home=args.home, migrate=False) as conn:
             for argument in arguments:  # warm the caches and the session's plans
                 conn.execute(f"SELECT * FROM pgmem.stage_one_v1({call_arguments})", argument).fetchall()
-            _cpu_steps(conn, _definition(args.migration), calls, arguments)
+            if args.mode == "scoring":
+                _scoring(conn, _definition(args.migration), call_arguments, arguments)
+            else:
+                _cpu_steps(conn, _definition(args.migration), calls, arguments)
         return
     with pgmem.connect(args.dsn, home=args.home, migrate=False) as conn:
         conn.add_notice_handler(lambda diagnostic: notices.append(diagnostic.message_primary or ""))

@@ -187,21 +187,12 @@ SELECT key, note_id FROM pgmem.entity_holders_v1(%(namespace)s, %(keys)s::text[]
 -- reads (each candidate's family totals and the namespace's) and what the family alarm
 -- reads (the family's notes in the namespace and its age, whether it is bound to writer
 -- roles, the namespace's size and age, each note's age: the burst gate on collusion), in
--- one statement. Each note's created_at comes with its row (stage_one_v1 reads it when
--- it scores the candidate); the bound families are read once (an init plan).
-SELECT s.*,
-       extract(epoch FROM now() - s.created_at)::float8 AS note_age_seconds,
-       s.family = ANY (ARRAY(SELECT w.family FROM pgmem.family_writers AS w
-                             WHERE w.namespace = %(namespace)s)) AS family_bound,
-       coalesce(r.helpful, 0) AS family_feedback_helpful,
-       coalesce(r.unhelpful, 0) AS family_feedback_unhelpful,
-       coalesce(t.feedback_helpful, 0) AS namespace_feedback_helpful,
-       coalesce(t.feedback_unhelpful, 0) AS namespace_feedback_unhelpful,
-       coalesce(fs.note_count, 0) AS family_namespace_count,
-       extract(epoch FROM now() - fs.first_seen)::float8 AS family_age_seconds,
-       coalesce(t.note_count, 0) AS namespace_note_count,
-       extract(epoch FROM now() - t.created_at)::float8 AS namespace_age_seconds
-FROM pgmem.stage_one_v1(
+-- one statement: pgmem.stage_one_pool_v1 joins them to stage_one_v1's rows (a function:
+-- its statement is planned once per session, this one on every pack). The note id comes
+-- as text: the pool keeps ids as strings, and psycopg's binary uuid loader builds a
+-- uuid.UUID in Python for each row, which str() then formats again.
+SELECT s.*
+FROM pgmem.stage_one_pool_v1(
     %(namespace)s, %(model)s, %(query_embedding)s::vector, %(query)s,
     k_dense => %(k_dense)s, k_lex => %(k_lex)s, ef_search => %(ef_search)s,
     lex_max_terms => %(lex_max_terms)s, lex_max_postings => %(lex_max_postings)s,
@@ -213,10 +204,7 @@ FROM pgmem.stage_one_v1(
     keyword_hints => %(keyword_hints)s::text[], keyword_boost => %(keyword_boost)s,
     handle_hints => %(handle_hints)s::text[], handle_boost => %(handle_boost)s,
     link_weight => %(link_weight)s, roles => %(roles)s::text[], filter => %(filter)s::jsonb,
-    neighbour_seeds => %(neighbour_seeds)s, family_candidates => %(family_candidates)s) AS s
-LEFT JOIN pgmem.family_reliability AS r ON r.namespace = %(namespace)s AND r.family = s.family
-LEFT JOIN pgmem.namespaces AS t ON t.namespace = %(namespace)s
-LEFT JOIN pgmem.family_stats AS fs ON fs.namespace = %(namespace)s AND fs.family = s.family;
+    neighbour_seeds => %(neighbour_seeds)s, family_candidates => %(family_candidates)s) AS s;
 
 -- name: feedback --
 SELECT family, helpful, unhelpful

@@ -130,12 +130,12 @@ class FakeChatServer:
 
 
 def stage_one_call(schema: str, *, family_cap: bool = True) -> str:
-    """The ``stage_one`` statement's call of stage_one_v1 (queries.sql), on ``schema``'s
-    function; without the ``family_candidates`` argument for a function older than
-    migration 0018."""
+    """A call of ``schema``'s stage_one_v1 with the ``stage_one`` statement's arguments
+    (queries.sql: its stage_one_pool_v1 passes them on unchanged); without the
+    ``family_candidates`` argument for a function older than migration 0018."""
     queries = (Path(__file__).resolve().parents[1] / "sql" / "queries.sql").read_text(encoding="utf-8")
-    start = queries.index("FROM pgmem.stage_one_v1(") + len("FROM pgmem.stage_one_v1(")
-    arguments = queries[start : queries.index(") AS s\n", start)]
+    start = queries.index("FROM pgmem.stage_one_pool_v1(") + len("FROM pgmem.stage_one_pool_v1(")
+    arguments = queries[start : queries.index(") AS s;\n", start)]
     if not family_cap:
         arguments = arguments.replace(", family_candidates => %(family_candidates)s", "")
     return f"SELECT * FROM {schema}.stage_one_v1({arguments})"

@@ -144,9 +144,19 @@ def test_every_table_a_pack_statement_reads_is_restricted_to_its_namespace() -> 
     text = (ROOT / "sql" / "queries.sql").read_text()
     statement = text.split("-- name: stage_one --", 1)[1].split("-- name:", 1)[0]
     statement = re.sub(r"%\(\w+\)s", lambda m: "$1" if m.group(0) == "%(namespace)s" else "$2", statement)
-    seen, unrouted = _unrouted_tables(statement)
+    # Since migration 0022 the pack's statement calls stage_one_pool_v1 and reads no table
+    # itself; the function's statement joins the statistics to stage one's rows.
+    assert _unrouted_tables(statement) == ([], [])
+    schema = (ROOT / "sql" / "schema.sql").read_text()
+    start = schema.index("CREATE FUNCTION pgmem.stage_one_pool_v1(")
+    body = schema[
+        schema.index("    RETURN QUERY\n", start) + len("    RETURN QUERY\n") : schema.index(";\nEND;", start)
+    ]
+    seen, unrouted = _unrouted_tables(re.sub(r"\bp_namespace\b", "$1", body))
     assert sorted(seen) == ["family_reliability", "family_stats", "family_writers", "namespaces"]
     assert unrouted == []
+    distribute = re.sub(r"--[^\n]*", "", DISTRIBUTE_SQL.read_text())
+    assert re.search(r"create_distributed_function\(\s*'pgmem\.stage_one_pool_v1\(", distribute)
 
 
 def test_every_table_stage_one_reads_is_restricted_to_its_namespace() -> None:

@@ -150,6 +150,9 @@ def test_the_feedback_rides_in_the_one_stage_one_statement(
     pgmem.feedback(store, unhelpful=_ids(store, "tabloid"))
     from pgmem.db.queries import query
 
-    assert "pgmem.family_reliability" in query("stage_one")
+    # The statement calls stage_one_pool_v1, which joins the feedback to stage one's rows.
+    assert "pgmem.stage_one_pool_v1" in query("stage_one")
+    (definition,) = store.execute("SELECT pg_get_functiondef('pgmem.stage_one_pool_v1'::regproc)").fetchone()
+    assert "pgmem.family_reliability" in definition
     pack = pgmem.pack(store, QUESTION, mode="beta", embedder=hashing)
     assert pack.diagnostics.family("tabloid").feedback_unhelpful == 4.0

@@ -203,7 +203,7 @@ def test_note_ids_are_the_uuids_text(value: uuid.UUID) -> None:
 def _stage_one_row(pool: Pool, candidate: Candidate, family: FamilyAggregate) -> dict[str, Any]:
     """``candidate`` as a row of the stage_one statement (dict_row: values by column name)."""
     return {
-        "note_id": uuid.UUID(candidate.note_id),
+        "note_id": candidate.note_id,
         "external_id": candidate.external_id,
         "document_id": candidate.document_id,
         "span_start": candidate.span_start,

@@ -10,7 +10,9 @@ from helpers import as_role as _as
 from helpers import make_spans, stats_are_consistent
 
 import pgmem
+from pgmem.db.queries import run
 from pgmem.embeddings import HashingEmbedder
+from pgmem.retrieval.stage_one import Hints, stage_one_arguments
 
 
 def _login(dsn: str, role: str, namespace: str | None) -> psycopg.Connection[Any]:
@@ -80,6 +82,46 @@ def test_a_stranger_without_pgmem_roles_gets_nothing(
 def test_an_admin_sees_all_namespaces(dsn: str, tenants: Any, roles: dict[str, str]) -> None:
     with _as(dsn, roles["admin"], None) as admin:
         assert len(_visible(admin)) == 2
+
+
+def test_the_pack_statement_reads_stage_one_and_its_statistics_with_the_callers_rights(
+    dsn: str, tenants: psycopg.Connection[Any], roles: dict[str, str], hashing: HashingEmbedder
+) -> None:
+    # pgmem.stage_one_pool_v1 (migration 0022) joins the feedback, family and namespace
+    # statistics to stage one's rows: as the caller, so row-level security keeps a reader
+    # to its namespace's rows and statistics, and a role without pgmem_reader cannot call it.
+    beta = [str(row[0]) for row in tenants.execute("SELECT note_id FROM pgmem.notes WHERE namespace = 'b'")]
+    pgmem.feedback(tenants, namespace="b", helpful=beta)
+    (definer,) = tenants.execute(
+        "SELECT prosecdef FROM pg_proc WHERE oid = 'pgmem.stage_one_pool_v1'::regproc"
+    ).fetchone()
+    assert definer is False
+
+    def rows(conn: psycopg.Connection[Any], namespace: str) -> list[dict[str, Any]]:
+        question = "what is the secret code?"
+        arguments = stage_one_arguments(
+            namespace, hashing.name, hashing.embed([question])[0], question, Hints(), pgmem.StageOneParams()
+        )
+        return run(conn, "stage_one", arguments, prepare=False, binary=True).fetchall()
+
+    owner_rows = rows(tenants, "b")
+    assert owner_rows and owner_rows[0]["family_feedback_helpful"] > 0  # the owner sees b's feedback
+    with _login(dsn, roles["reader"], "a") as reader:
+        (row,) = rows(reader, "a")
+        assert row["text"] == "Alpha tenant secret: the launch code is 1234."
+        assert row["namespace_note_count"] == 1
+        assert rows(reader, "b") == []
+    # A role that may use the schema but is no reader may not call it (not PUBLIC's).
+    stranger_role = psycopg.sql.Identifier(roles["stranger"])
+    tenants.execute(psycopg.sql.SQL("GRANT USAGE ON SCHEMA pgmem TO {}").format(stranger_role))
+    try:
+        with (
+            _login(dsn, roles["stranger"], "a") as stranger,
+            pytest.raises(psycopg.errors.InsufficientPrivilege, match="stage_one_pool_v1"),
+        ):
+            rows(stranger, "a")
+    finally:
+        tenants.execute(psycopg.sql.SQL("REVOKE USAGE ON SCHEMA pgmem FROM {}").format(stranger_role))
 
 
 def test_forget_erases_content_and_audits_without_it(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:

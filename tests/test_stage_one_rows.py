@@ -24,6 +24,7 @@ from test_stage_one_speed import _spans as speed_spans
 
 import pgmem
 from pgmem.api import build_hints
+from pgmem.db.queries import run
 from pgmem.embeddings import HashingEmbedder
 from pgmem.retrieval.stage_one import stage_one_arguments
 
@@ -145,3 +146,23 @@ def test_the_hnsw_path_above_the_exact_threshold(crowded: psycopg.Connection[Any
                 NAMESPACE, hashing.name, hashing.embed([question])[0], question, build_hints(question), params
             )
             _compare(crowded, arguments)
+
+
+def test_the_statement_returns_every_column_of_the_function_and_the_note_id_as_text(
+    crowded: psycopg.Connection[Any], hashing: HashingEmbedder
+) -> None:
+    # The stage_one statement names stage_one_v1's columns one by one (the note id cast to
+    # text for the pool): none may be dropped or changed on the way.
+    question = QUESTIONS[0]
+    arguments = stage_one_arguments(
+        NAMESPACE, hashing.name, hashing.embed([question])[0], question, build_hints(question), pgmem.StageOneParams()
+    )
+    function_rows = crowded.execute(stage_one_call("pgmem"), arguments).fetchall()
+    statement_rows = run(crowded, "stage_one", arguments, prepare=False, binary=True).fetchall()
+    assert function_rows
+    assert len(statement_rows) == len(function_rows)
+    for function_row, statement_row in zip(function_rows, statement_rows, strict=True):
+        assert statement_row["note_id"] == str(function_row["note_id"])
+        for column, value in function_row.items():
+            if column != "note_id":
+                assert statement_row[column] == value, column

@@ -48,5 +48,12 @@ SELECT create_distributed_function('pgmem.reset_feedback_v1(text, text[])', 'p_n
                                    colocate_with => 'pgmem.namespaces');
 SELECT create_distributed_function('pgmem.recount_namespace_v1(text)', 'p_namespace',
                                    colocate_with => 'pgmem.namespaces');
+-- The pack's one statement (since migration 0022): SELECT s.* FROM stage_one_pool_v1(...).
+SELECT create_distributed_function(
+    'pgmem.stage_one_pool_v1(text, text, vector, text, integer, integer, integer, integer, bigint, double precision,'
+    ' double precision, double precision, double precision, text[], double precision, timestamptz, timestamptz,'
+    ' double precision, text[], double precision, text[], double precision, double precision, text[], jsonb,'
+    ' integer, integer)',
+    'p_namespace', colocate_with => 'pgmem.namespaces');
 
 COMMIT;
