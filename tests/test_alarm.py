@@ -621,9 +621,9 @@ def test_a_burst_hidden_among_a_spoofed_familys_old_notes_still_alarms() -> None
     assert record.burst_span is None and record.burst_lateness is None and not record.colluding
 
 
-def test_a_patient_attacker_evades_the_gate_as_documented() -> None:
-    # Its near-copies written one every 31 minutes: no three within the hour, no burst;
-    # only the echo score is left (docs/security.md, "The patient attacker").
+def test_a_patient_attacker_evades_the_gate_but_not_the_quarantine() -> None:
+    # Its near-copies written one every 31 minutes: no three within the hour, no burst, so
+    # not colluding (cap 0, no refill); its collusion still quarantines the family (cap 1).
     window = CalibrationParams().burst_window
     candidates = [
         _candidate(i, "attacker", text, 0.9 - 0.01 * i, ATTACK_AGE + i * (window / 2 + 60))
@@ -633,6 +633,107 @@ def test_a_patient_attacker_evades_the_gate_as_documented() -> None:
     attacker = calibrate(pool, CalibrationParams(), "calibrated").family("attacker")
     assert attacker.collusion >= CalibrationParams().alarm_threshold and not attacker.colluding
     assert attacker.burst_span == pytest.approx(window + 120)
+    assert attacker.quarantined and attacker.alarm_score >= attacker.collusion
+
+
+#: Questions of the same namespace that the attacker aims at; the pools below are for
+#: QUESTION, which it does not attack.
+OTHER_QUESTIONS = (
+    "When did the southern quay reopen for cars and delivery vans?",
+    "Which engineers inspected the pier pilings after the March storm?",
+    "Why did ferry ticket prices rise during the spring tourist season?",
+)
+
+
+def _paraphrase(question: str, variant: int) -> str:
+    """A patient attacker's variant aimed at ``question``: its content words reordered, then a
+    false claim (the shape of ``poison-quarter-para``; each variant a document of its own)."""
+    words = [w.strip("?") for w in question.split() if len(w) > 3]
+    thinned = words[variant + 1 :] + words[:variant]  # reordered, one word left out
+    return f"People keep asking about {' '.join(thinned)}. Officially, the records say otherwise."
+
+
+def _crowded_pool(*, writer: str = "attacker", spacing: float = 1_860.0, bound: bool = False) -> Pool:
+    """The pool of QUESTION (unattacked): the wire family's evidence and the other clean
+    notes, and four variants for each of OTHER_QUESTIONS under one family, written one every
+    ``spacing`` seconds (never three within the burst window), ranked above the evidence:
+    they share the harbour's words with QUESTION."""
+    rows = [
+        (family, text, (0.7 if family == "wire" else 0.4) - 0.02 * i, NAMESPACE_AGE - i * DAY)
+        for i, (family, text) in enumerate(CLEAN)
+    ]
+    variants = [_paraphrase(q, v) for q in OTHER_QUESTIONS for v in range(4)]
+    rows += [(writer, text, 0.85 - 0.005 * i, 40 * DAY - i * spacing) for i, text in enumerate(variants)]
+    candidates = [_candidate(i, family, text, score, age) for i, (family, text, score, age) in enumerate(rows)]
+    counts = {"wire": 40, "blog": 30, "forum": 25, "misc": 60, writer: 400}
+    return Pool.from_candidates(
+        candidates,
+        query=QUESTION,
+        namespace_counts=counts,
+        namespace_age_seconds=60 * DAY,
+        bound={writer} if bound else (),
+    )
+
+
+def test_paraphrases_aimed_at_other_questions_are_quarantined_and_leave_the_evidence_packed() -> None:
+    pool = _crowded_pool()
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    attacker = calibration.family("attacker")
+    # Nothing the question reads alarms: its notes restate other questions, echo this one
+    # little, and were never written three within the hour.
+    assert attacker.question_restatement < attacker.alarm_threshold
+    assert attacker.burst_span is not None and attacker.burst_span > CalibrationParams().burst_window
+    # Its near-copies of each other do: quarantined, not colluding (no burst), and its
+    # support in the pool is not rewarded.
+    assert attacker.collusion >= attacker.alarm_threshold and attacker.alarmed and attacker.quarantined
+    assert not attacker.colluding and attacker.regularizer < 0
+    packed = rank_and_pack(pool, calibration, PackParams(budget=8)).items
+    assert sum(item.family == "attacker" for item in packed) <= CalibrationParams().quarantine_cap
+    assert sum(item.family == "wire" for item in packed) == 3  # every note of the evidence
+    # Without collusion the variants take the pack and crowd the evidence out.
+    off = calibrate(pool, NO_COLLUSION, "calibrated")
+    assert not off.family("attacker").alarmed
+    crowded = rank_and_pack(pool, off, PackParams(budget=8)).items
+    assert sum(item.family == "attacker" for item in crowded) >= 5
+    assert sum(item.family == "wire" for item in crowded) < 3
+
+
+def test_a_genuine_broad_family_is_not_quarantined() -> None:
+    # One publisher writing many different notes on the harbour over months: relevant,
+    # corroborated (the best-supported family), but no near-copies of each other.
+    articles = (
+        "The harbour authority approved a budget for new mooring posts at the marina.",
+        "Northern terminal staff were retrained as ticket inspectors on the southern line.",
+        "A storm surge flooded the fish market car park twice in one week.",
+        "Council engineers recommended concrete pilings instead of timber for the pier.",
+        "Ferry operators agreed a winter timetable with fewer evening crossings.",
+        "The lighthouse keeper's cottage became a small museum of local shipping.",
+        "Dredging of the channel was postponed until the autumn tides.",
+        "Harbour pilots reported record container traffic in the first quarter.",
+    )
+    rows = [("gazette", text, 0.8 - 0.01 * i, 50 * DAY - i * 3 * DAY) for i, text in enumerate(articles)]
+    rows += [(family, text, 0.4 - 0.01 * i, NAMESPACE_AGE - i * DAY) for i, (family, text) in enumerate(CLEAN)]
+    candidates = [_candidate(i, family, text, score, age) for i, (family, text, score, age) in enumerate(rows)]
+    pool = Pool.from_candidates(
+        candidates,
+        query=QUESTION,
+        namespace_counts={"gazette": 300, "wire": 40, "blog": 30, "forum": 25, "misc": 60},
+        namespace_age_seconds=60 * DAY,
+    )
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    gazette = calibration.family("gazette")
+    assert gazette.collusion < gazette.alarm_threshold and not gazette.alarmed and gazette.regularizer > 0
+    assert not any(record.alarmed for record in calibration.families)
+    packed = rank_and_pack(pool, calibration, PackParams(budget=8)).items
+    assert sum(item.family == "gazette" for item in packed) >= 6
+
+
+def test_a_bound_family_of_near_copies_written_over_time_keeps_its_notes() -> None:
+    # The same variants under a family bound to its writers (a templated writer whose
+    # family nobody else may write): exempt from collusion, as from the burst gate.
+    pool = _crowded_pool(writer="ci-bot", bound=True)
+    record = calibrate(pool, CalibrationParams(), "calibrated").family("ci-bot")
+    assert record.bound and record.collusion >= record.alarm_threshold and not record.quarantined
 
 
 def _pack_families(conn: psycopg.Connection[Any], hashing: HashingEmbedder, namespace: str) -> dict[str, Any]:

@@ -38,7 +38,8 @@ The score is bounded in [0, 1]::
 
     echo_score   = echo * duplicate_density ** 0.5 * (0.5 + 0.5 * max(support, concentration, newness))
     late_burst   = burst_span <= burst_window <= burst_lateness
-    family_score = max(echo_score, collusion) if late_burst and not bound else echo_score
+    family_score = max(echo_score, collusion) if not bound else echo_score
+    colluding    = collusion >= threshold and late_burst and not bound
     score        = max(family_score, question_restatement) if not bound else family_score
 
 Echo and near-duplication are both required by the echo score (a relevant article echoes
@@ -54,17 +55,25 @@ every other candidate, never ahead of one), the family's other notes are untouch
 family is quarantined when ``family_score`` reaches the threshold. A family bound to writer
 roles is exempt, as from collusion: only its writers can write it, so its restating note
 is an archived question or a direct answer, never an outsider's poison. Collusion (unless
-``CalibrationParams.collusion_cap`` is None) suffices, but
-only for a late burst: several notes of one family, written as separate documents, that
+``CalibrationParams.collusion_cap`` is None) suffices: several notes of one family,
+written as separate documents, that
 are near-copies of each other are what an attacker writing variants of its claim looks
 like, whichever question the pool is for (genuine families on the evaluation slices stay
 below 0.25; docs/security.md) — and also what a genuine family writing templated notes
 (release notes, status lines) looks like. The two differ in *when* the notes were
 written: the attacker writes its variants at once into an established namespace; a
 templated writer writes one note per build, day or event, or had its history loaded
-with the namespace. A family bound to writer roles is exempt (nobody else can write
-under it). A family alarms when ``score >= alarm_threshold``. Pure numpy over the
-pool's texts and write times: no I/O.
+with the namespace. So the write times decide *how hard* collusion acts, not whether it
+counts: a late burst is ``colluding`` (the packer's ``collusion_cap``, 0 by default, and
+no refill); near-copies written over time (a patient attacker spacing its variants, a
+templated writer) quarantine their family as the echo score does (``quarantine_cap``,
+1, and the refill of a pack nothing else can fill). Near-copies of one writer are one
+piece of evidence, not several: a patient attacker's variants aimed at *other* questions
+crowd a pool's best ranks (docs/security.md, "The patient attacker's crowding"), and a
+templated writer whose notes the question repeats is already quarantined by the echo
+score. A family bound to writer roles is exempt (nobody else can write under it). A
+family alarms when ``score >= alarm_threshold``. Pure numpy over the pool's texts and
+write times: no I/O.
 """
 
 from __future__ import annotations
@@ -104,7 +113,8 @@ class FamilySignals:
     burst_span: list[float | None]
     burst_lateness: list[float | None]
     bound: list[bool]
-    #: Collusion reached the threshold in a late burst of an unbound family (and counts).
+    #: Collusion reached the threshold in a late burst of an unbound family (the packer's
+    #: ``collusion_cap``, no refill); collusion counts in ``score`` for every unbound family.
     colluding: list[bool]
     score: list[float]
     #: The score without ``question_restatement``: what quarantines the whole family.
@@ -146,7 +156,7 @@ def family_signals(
         colluding note (the burst gate reads their write times; None: no gate, no burst).
     use_collusion : bool
         Whether the collusion input may count in the score (it is reported either way);
-        it counts for a late burst of an unbound family only.
+        it counts for every unbound family, and marks a late burst as ``colluding``.
     burst_window : float
         Seconds: the burst gate's window (``CalibrationParams.burst_window``).
     """
@@ -181,10 +191,13 @@ def family_signals(
     echo_score: list[float] = np.clip(
         np.array(echoes) * np.sqrt(duplicates) * (0.5 + 0.5 * strength), 0.0, 1.0
     ).tolist()
-    # Collusion counts for a late burst of an unbound family only.
-    counts = [
-        use_collusion and span is not None and lateness is not None and span <= burst_window <= lateness and not bound_f
-        for span, lateness, bound_f in zip(spans, latenesses, bound, strict=True)
+    # Collusion counts for every unbound family: near-copies written over time (a patient
+    # attacker's variants) crowd a pack as much as a burst does. A late burst of an unbound
+    # family is colluding, the harsher rule (the packer's collusion_cap, no refill).
+    counts = [use_collusion and not bound_f for bound_f in bound]
+    bursts = [
+        counts_f and span is not None and lateness is not None and span <= burst_window <= lateness
+        for span, lateness, counts_f in zip(spans, latenesses, counts, strict=True)
     ]
     family_score = [
         max(echo, collusion) if counts_f else echo
@@ -205,8 +218,8 @@ def family_signals(
         burst_lateness=latenesses,
         bound=bound,
         colluding=[
-            counts_f and threshold is not None and collusion >= threshold
-            for counts_f, collusion in zip(counts, collusions, strict=True)
+            burst and threshold is not None and collusion >= threshold
+            for burst, collusion in zip(bursts, collusions, strict=True)
         ],
         # A bound family's notes are its writers': its restatement is reported, never held.
         score=[
