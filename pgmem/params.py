@@ -196,15 +196,18 @@ class CalibrationParams(_Params):
         A family whose collusion (several of its notes near-copies of each other across
         documents) reaches ``alarm_threshold`` *in a late burst* (below) is quarantined:
         at most this many of its notes are packed and none of them refills a pack that
-        ends short (default 0, >= 0; 0 measured best against poisoning). ``None``
-        switches the collusion alarm off (collusion is still measured and reported).
+        ends short (default 0, >= 0; 0 measured best against poisoning). Outside a burst
+        its near-copies are held one by one (packed after every other candidate) and it
+        is never rewarded. ``None`` switches the collusion alarm off (collusion is still
+        measured and reported).
     burst_window : float
-        Seconds; collusion alarms only when the family's colluding notes were written
-        as a late burst: ``ALARM_GROUP`` of them within ``burst_window`` of each other,
-        the first at least ``burst_window`` after the namespace was created (default one
-        hour, > 0). A genuine templated writer (release notes, status lines) writes over
-        time or with the namespace's first load; an attacker writes its variants at
-        once into an established namespace. Families bound to writer roles
+        Seconds; a family's colluding notes written as a late burst — ``ALARM_GROUP`` of
+        them within ``burst_window`` of each other, the first at least ``burst_window``
+        after the namespace was created (default one hour, > 0) — quarantine the family;
+        otherwise only the near-copies themselves are held. A genuine templated writer
+        (release notes, status lines) writes over time or with the namespace's first
+        load; an attacker writing its variants at once into an established namespace is a
+        burst, a patient one is not (its near-copies are held). Families bound to writer roles
         (``pgmem.bind_family``) are exempt: nobody else can write them. See
         docs/security.md.
     quarantine_penalty : float

@@ -174,8 +174,8 @@ class FamilyCalibration:
     alarmed: bool = False
     quarantined: bool = False
     #: How alike the family's notes are to each other across documents (the alarm's
-    #: collusion input, in [0, 1]), and whether it alone reached the threshold: a
-    #: colluding family gets at most ``collusion_cap`` notes and never refills a pack.
+    #: collusion input, in [0, 1]), and whether it reached the threshold in a late burst:
+    #: a colluding family gets at most ``collusion_cap`` notes and never refills a pack.
     collusion: float = 0.0
     colluding: bool = False
     #: The burst gate on collusion: of the family's colluding pool notes (near-copies of a
@@ -183,8 +183,9 @@ class FamilyCalibration:
     #: (preferring groups written ``burst_window`` or more after the namespace was
     #: created), how many seconds their write times span and how long after the
     #: namespace's creation the first of them was written (None: fewer colluding notes,
-    #: or write times unknown). Collusion counts only for a late burst (span <=
-    #: burst_window <= lateness) of a family that is not ``bound`` to writer roles.
+    #: or write times unknown). For a family not ``bound`` to writer roles, collusion in a
+    #: late burst (span <= burst_window <= lateness) makes it ``colluding``; outside one,
+    #: collusion still counts in the alarm score and its near-copies are held.
     burst_span: float | None = None
     burst_lateness: float | None = None
     bound: bool = False

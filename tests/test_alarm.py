@@ -283,7 +283,10 @@ def test_a_short_question_is_restated_by_any_note_on_its_topic_and_does_not_alar
     candidates += [_candidate(3 + i, "wire", text, 0.5) for i, (_, text) in enumerate(CLEAN[:3])]
     pool = Pool.from_candidates(candidates, query=WIDGET)
     calibration = calibrate(pool, CalibrationParams(), "calibrated")
-    assert pool.words.echo()[0] == 1.0 and not calibration.held
+    assert pool.words.echo()[0] == 1.0 and calibration.family("ci-bot").question_restatement < 0.4
+    # None is held for restating it; being near-copies of each other (write times unknown,
+    # so no burst), all but the best are held.
+    assert calibration.held == {c.note_id for c in candidates[1:3]}
     assert calibration.family("ci-bot").question_restatement == pytest.approx(3 / 7 * 3 / 5)
 
 
@@ -572,8 +575,9 @@ def test_a_templated_writer_over_time_keeps_its_notes() -> None:
     bot = calibrate(pool, CalibrationParams(), "calibrated").family("ci-bot")
     assert bot.collusion >= CalibrationParams().alarm_threshold and not bot.colluding
     assert bot.burst_span == pytest.approx(2 * DAY) and bot.burst_lateness >= CalibrationParams().burst_window
-    # (The echo score may still flag it — the question repeats the notes — but an echo
-    # alarm refills a pack that holds nothing else: the pack stays full.)
+    # (The echo score still quarantines it — the question repeats the notes — and its
+    # near-copies are held, but neither is a burst: a pack that holds nothing else is
+    # refilled with them and stays full.)
     assert _full_pack(pool, CalibrationParams()) == 8
     # Builds every 20 minutes: three notes within the hour form a burst; a window of ten
     # minutes, or collusion off, lets them through.
@@ -621,9 +625,9 @@ def test_a_burst_hidden_among_a_spoofed_familys_old_notes_still_alarms() -> None
     assert record.burst_span is None and record.burst_lateness is None and not record.colluding
 
 
-def test_a_patient_attacker_evades_the_gate_as_documented() -> None:
-    # Its near-copies written one every 31 minutes: no three within the hour, no burst;
-    # only the echo score is left (docs/security.md, "The patient attacker").
+def test_a_patient_attacker_evades_the_gate_but_its_near_copies_are_held() -> None:
+    # Its near-copies written one every 31 minutes: no three within the hour, no burst, so
+    # not colluding (cap 0, no refill); its collusion still alarms and holds them.
     window = CalibrationParams().burst_window
     candidates = [
         _candidate(i, "attacker", text, 0.9 - 0.01 * i, ATTACK_AGE + i * (window / 2 + 60))
@@ -633,6 +637,146 @@ def test_a_patient_attacker_evades_the_gate_as_documented() -> None:
     attacker = calibrate(pool, CalibrationParams(), "calibrated").family("attacker")
     assert attacker.collusion >= CalibrationParams().alarm_threshold and not attacker.colluding
     assert attacker.burst_span == pytest.approx(window + 120)
+    assert attacker.alarmed and attacker.alarm_score >= attacker.collusion and attacker.regularizer <= 0
+    held = calibrate(pool, CalibrationParams(), "calibrated").held
+    assert held == {c.note_id for c in pool.candidates}  # each restates the question too
+
+
+#: Questions of the same namespace that the attacker aims at; the pools below are for
+#: QUESTION, which it does not attack.
+OTHER_QUESTIONS = (
+    "When did the southern quay reopen for cars and delivery vans?",
+    "Which engineers inspected the pier pilings after the March storm?",
+    "Why did ferry ticket prices rise during the spring tourist season?",
+)
+
+
+def _paraphrase(question: str, variant: int) -> str:
+    """A patient attacker's variant aimed at ``question``: its content words reordered, then a
+    false claim (the shape of ``poison-quarter-para``; each variant a document of its own)."""
+    words = [w.strip("?") for w in question.split() if len(w) > 3]
+    thinned = words[variant + 1 :] + words[:variant]  # reordered, one word left out
+    return f"People keep asking about {' '.join(thinned)}. Officially, the records say otherwise."
+
+
+def _crowded_pool(*, writer: str = "attacker", spacing: float = 1_860.0, bound: bool = False) -> Pool:
+    """The pool of QUESTION (unattacked): the wire family's evidence and the other clean
+    notes, and four variants for each of OTHER_QUESTIONS under one family, written one every
+    ``spacing`` seconds (never three within the burst window), ranked above the evidence:
+    they share the harbour's words with QUESTION."""
+    rows = [
+        (family, text, (0.7 if family == "wire" else 0.4) - 0.02 * i, NAMESPACE_AGE - i * DAY)
+        for i, (family, text) in enumerate(CLEAN)
+    ]
+    variants = [_paraphrase(q, v) for q in OTHER_QUESTIONS for v in range(4)]
+    rows += [(writer, text, 0.85 - 0.005 * i, 40 * DAY - i * spacing) for i, text in enumerate(variants)]
+    candidates = [_candidate(i, family, text, score, age) for i, (family, text, score, age) in enumerate(rows)]
+    counts = {"wire": 40, "blog": 30, "forum": 25, "misc": 60, writer: 400}
+    return Pool.from_candidates(
+        candidates,
+        query=QUESTION,
+        namespace_counts=counts,
+        namespace_age_seconds=60 * DAY,
+        bound={writer} if bound else (),
+    )
+
+
+def test_paraphrases_aimed_at_other_questions_are_held_and_leave_the_evidence_packed() -> None:
+    pool = _crowded_pool()
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    attacker = calibration.family("attacker")
+    # Nothing the question reads alarms: its notes restate other questions, echo this one
+    # little, and were never written three within the hour.
+    assert attacker.question_restatement < attacker.alarm_threshold
+    assert attacker.burst_span is not None and attacker.burst_span > CalibrationParams().burst_window
+    # Its near-copies of each other do: alarmed, its near-copies past the best held (packed
+    # after every other candidate), and it is demoted, never rewarded. No burst: it is not
+    # colluding, and the family is not quarantined as a whole.
+    assert attacker.collusion >= attacker.alarm_threshold and attacker.alarmed
+    assert not attacker.colluding and not attacker.quarantined and attacker.regularizer < 0
+    variants = [c for c in pool.candidates if c.family == "attacker"]
+    assert calibration.held == {c.note_id for c in variants[1:]}  # the best is variants[0]
+    packed = rank_and_pack(pool, calibration, PackParams(budget=8)).items
+    assert sum(item.family == "attacker" for item in packed) <= CalibrationParams().quarantine_cap
+    assert sum(item.family == "wire" for item in packed) == 3  # every note of the evidence
+    # Held, not removed: with room in the budget after every other candidate, they are packed.
+    roomy = rank_and_pack(pool, calibration, PackParams(budget=30, overlap_hard_threshold=1.0)).items
+    assert len(roomy) == len(pool.candidates)
+    # Without collusion the variants take the pack and crowd the evidence out.
+    off = calibrate(pool, NO_COLLUSION, "calibrated")
+    assert not off.family("attacker").alarmed
+    crowded = rank_and_pack(pool, off, PackParams(budget=8)).items
+    assert sum(item.family == "attacker" for item in crowded) >= 5
+    assert sum(item.family == "wire" for item in crowded) < 3
+
+
+def test_a_genuine_broad_family_is_not_quarantined() -> None:
+    # One publisher writing many different notes on the harbour over months: relevant,
+    # corroborated (the best-supported family), but no near-copies of each other.
+    articles = (
+        "The harbour authority approved a budget for new mooring posts at the marina.",
+        "Northern terminal staff were retrained as ticket inspectors on the southern line.",
+        "A storm surge flooded the fish market car park twice in one week.",
+        "Council engineers recommended concrete pilings instead of timber for the pier.",
+        "Ferry operators agreed a winter timetable with fewer evening crossings.",
+        "The lighthouse keeper's cottage became a small museum of local shipping.",
+        "Dredging of the channel was postponed until the autumn tides.",
+        "Harbour pilots reported record container traffic in the first quarter.",
+    )
+    rows = [("gazette", text, 0.8 - 0.01 * i, 50 * DAY - i * 3 * DAY) for i, text in enumerate(articles)]
+    rows += [(family, text, 0.4 - 0.01 * i, NAMESPACE_AGE - i * DAY) for i, (family, text) in enumerate(CLEAN)]
+    candidates = [_candidate(i, family, text, score, age) for i, (family, text, score, age) in enumerate(rows)]
+    pool = Pool.from_candidates(
+        candidates,
+        query=QUESTION,
+        namespace_counts={"gazette": 300, "wire": 40, "blog": 30, "forum": 25, "misc": 60},
+        namespace_age_seconds=60 * DAY,
+    )
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    gazette = calibration.family("gazette")
+    assert gazette.collusion < gazette.alarm_threshold and not gazette.alarmed and gazette.regularizer > 0
+    assert not any(record.alarmed for record in calibration.families)
+    packed = rank_and_pack(pool, calibration, PackParams(budget=8)).items
+    assert sum(item.family == "gazette" for item in packed) >= 6
+
+
+def test_a_bound_family_of_near_copies_written_over_time_keeps_its_notes() -> None:
+    # The same variants under a family bound to its writers (a templated writer whose
+    # family nobody else may write): exempt from collusion, as from the burst gate.
+    pool = _crowded_pool(writer="ci-bot", bound=True)
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    record = calibration.family("ci-bot")
+    assert record.bound and record.collusion >= record.alarm_threshold and not record.alarmed
+    assert not calibration.held and record.regularizer > 0
+
+
+def test_a_family_whose_archived_questions_resemble_each_other_keeps_its_evidence() -> None:
+    # A conversation's session family holds its evidence and, as documents of their own,
+    # three earlier questions that are near-copies of each other (asked over weeks): all
+    # but the best are held, and the family is not quarantined.
+    evidence = (
+        "The northern terminal shut on 4 March after storm damage to the pier.",
+        "The harbour authority moved the ferries to the southern quay for repairs.",
+        "Repairs to the northern pier took six weeks.",
+    )
+    asked = (
+        "When did the ferry timetable for the southern quay change this spring?",
+        "When did the ferry timetable for the southern quay change last spring?",
+        "When did the ferry timetable for the southern quay change in spring?",
+    )
+    rows = [("session-1", text, 0.7 - 0.02 * i, 40 * DAY) for i, text in enumerate(evidence)]
+    rows += [("session-1", text, 0.75 - 0.01 * i, (30 - 7 * i) * DAY) for i, text in enumerate(asked)]
+    rows += [(family, text, 0.4 - 0.01 * i, NAMESPACE_AGE) for i, (family, text) in enumerate(CLEAN[3:])]
+    candidates = [_candidate(i, family, text, score, age) for i, (family, text, score, age) in enumerate(rows)]
+    pool = Pool.from_candidates(candidates, query=QUESTION, namespace_age_seconds=60 * DAY)
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    session = calibration.family("session-1")
+    assert session.collusion >= session.alarm_threshold and not session.colluding and not session.quarantined
+    assert calibration.held == {c.note_id for c in pool.candidates if c.text in asked[1:]}
+    # Its evidence is packed whole beside the one question left in the running (a family
+    # quarantine would have packed one note of the family in all).
+    packed = rank_and_pack(pool, calibration, PackParams(budget=4)).items
+    assert set(evidence) <= {item.text for item in packed}
 
 
 def _pack_families(conn: psycopg.Connection[Any], hashing: HashingEmbedder, namespace: str) -> dict[str, Any]:

@@ -107,7 +107,10 @@ def test_a_poisoned_run_reports_the_attack(
     assert attack["attacked_questions"] == 2 and attack["poisoned_notes"] == 10
     for figures in attack["systems"].values():
         assert 0.0 <= figures["poisoned_share"] <= 1.0
-        assert figures["attack_inclusion_rate"] == 1.0  # the poison repeats the question: it is always packed
+    # The poison repeats the question: relevance alone always packs it; the calibrated
+    # mode packs none (its five notes are near-copies in five documents: collusion).
+    assert attack["systems"]["relevance"]["attack_inclusion_rate"] == 1.0
+    assert attack["systems"]["calibrated"]["attack_inclusion_rate"] == 0.0
     assert "## Under attack: 2 questions, 10 poisoned notes" in render_markdown(report)
 
 

@@ -39,7 +39,9 @@ The score is bounded in [0, 1]::
     echo_score   = echo * duplicate_density ** 0.5 * (0.5 + 0.5 * max(support, concentration, newness))
     late_burst   = burst_span <= burst_window <= burst_lateness
     family_score = max(echo_score, collusion) if late_burst and not bound else echo_score
-    score        = max(family_score, question_restatement) if not bound else family_score
+    near_copies  = collusion >= threshold and not late_burst and not bound
+    score        = max(family_score, question_restatement, collusion if near_copies else 0)
+                   if not bound else family_score
 
 Echo and near-duplication are both required by the echo score (a relevant article echoes
 the question but its sentences are not near-copies of each other; a chatty family
@@ -54,17 +56,24 @@ every other candidate, never ahead of one), the family's other notes are untouch
 family is quarantined when ``family_score`` reaches the threshold. A family bound to writer
 roles is exempt, as from collusion: only its writers can write it, so its restating note
 is an archived question or a direct answer, never an outsider's poison. Collusion (unless
-``CalibrationParams.collusion_cap`` is None) suffices, but
-only for a late burst: several notes of one family, written as separate documents, that
-are near-copies of each other are what an attacker writing variants of its claim looks
-like, whichever question the pool is for (genuine families on the evaluation slices stay
-below 0.25; docs/security.md) — and also what a genuine family writing templated notes
-(release notes, status lines) looks like. The two differ in *when* the notes were
-written: the attacker writes its variants at once into an established namespace; a
-templated writer writes one note per build, day or event, or had its history loaded
-with the namespace. A family bound to writer roles is exempt (nobody else can write
-under it). A family alarms when ``score >= alarm_threshold``. Pure numpy over the
-pool's texts and write times: no I/O.
+``CalibrationParams.collusion_cap`` is None) suffices: several notes of one family,
+written as separate documents, that are near-copies of each other are what an attacker
+writing variants of its claim looks like, whichever question the pool is for (genuine
+families on the evaluation slices stay below 0.25; docs/security.md) — and also what a
+genuine family writing templated notes (release notes, status lines) or holding archived
+questions that resemble each other looks like. The write times decide how it acts: an
+attacker writing its variants at once into an established namespace is a *late burst*,
+and the family is quarantined as ``colluding`` (the packer's ``collusion_cap``, 0 by
+default, no refill); near-copies written over time (a templated writer; a patient
+attacker spacing its variants, whose variants aimed at *other* questions crowd a pool's
+best ranks: docs/security.md, "The patient attacker's crowding") are ``near_copies``:
+each note with a same-family near-copy in another document is held, as a restating note
+is, the family is never rewarded and is demoted by the share of its pool notes held
+(``near_copy_share``), and its other notes stay packable. Near-copies of one writer are
+one piece of evidence written several times, not corroboration. A family bound to writer
+roles is exempt (nobody else can write under it). A family alarms when ``score >=
+alarm_threshold``. Pure numpy over the pool's texts and
+write times: no I/O.
 """
 
 from __future__ import annotations
@@ -104,7 +113,8 @@ class FamilySignals:
     burst_span: list[float | None]
     burst_lateness: list[float | None]
     bound: list[bool]
-    #: Collusion reached the threshold in a late burst of an unbound family (and counts).
+    #: Collusion reached the threshold in a late burst of an unbound family (quarantined:
+    #: the packer's ``collusion_cap``, no refill); it counts in ``score`` for every unbound family.
     colluding: list[bool]
     score: list[float]
     #: The score without ``question_restatement``: what quarantines the whole family.
@@ -113,6 +123,14 @@ class FamilySignals:
     #: the threshold: held back one by one, their families' other notes untouched (empty
     #: without a threshold).
     restating: list[int]
+    #: Collusion reached the threshold outside a late burst (an unbound family): it is
+    #: never rewarded, and its near-copies are held (past the ``quarantine_cap`` best).
+    near_copies: list[bool]
+    #: The pool positions of those families' near-copies: notes with a same-family
+    #: near-copy in another document at the threshold or above.
+    near_copy_rows: list[int]
+    #: The share of the family's pool notes that are such near-copies (0 unless ``near_copies``).
+    near_copy_share: list[float]
 
 
 def family_signals(
@@ -146,7 +164,7 @@ def family_signals(
         colluding note (the burst gate reads their write times; None: no gate, no burst).
     use_collusion : bool
         Whether the collusion input may count in the score (it is reported either way);
-        it counts for a late burst of an unbound family only.
+        it counts for every unbound family, and marks a late burst as ``colluding``.
     burst_window : float
         Seconds: the burst gate's window (``CalibrationParams.burst_window``).
     """
@@ -181,14 +199,39 @@ def family_signals(
     echo_score: list[float] = np.clip(
         np.array(echoes) * np.sqrt(duplicates) * (0.5 + 0.5 * strength), 0.0, 1.0
     ).tolist()
-    # Collusion counts for a late burst of an unbound family only.
-    counts = [
-        use_collusion and span is not None and lateness is not None and span <= burst_window <= lateness and not bound_f
-        for span, lateness, bound_f in zip(spans, latenesses, bound, strict=True)
+    # Collusion reads one family's near-copies across documents. In a late burst of an
+    # unbound family it is colluding: the family is quarantined (collusion_cap, no refill).
+    # Written over time (a patient attacker spacing its variants, a templated writer, a
+    # family holding archived questions that resemble each other) the near-copies past the
+    # family's best are held one by one (calibrate), as a restating note is, and its other
+    # notes stay packable.
+    counts = [use_collusion and not bound_f for bound_f in bound]
+    bursts = [
+        counts_f and span is not None and lateness is not None and span <= burst_window <= lateness
+        for span, lateness, counts_f in zip(spans, latenesses, counts, strict=True)
     ]
     family_score = [
-        max(echo, collusion) if counts_f else echo
-        for echo, collusion, counts_f in zip(echo_score, collusions, counts, strict=True)
+        max(echo, collusion) if burst else echo
+        for echo, collusion, burst in zip(echo_score, collusions, bursts, strict=True)
+    ]
+    near_copies = [
+        counts_f and not burst and threshold is not None and collusion >= threshold
+        for counts_f, burst, collusion in zip(counts, bursts, collusions, strict=True)
+    ]
+    restating = np.zeros(len(family_of), dtype=bool)
+    copies = np.zeros(len(family_of), dtype=bool)
+    near_copy_share = np.zeros(len(families))
+    if threshold is not None:
+        restating = (restated >= threshold) & ~np.array(bound, dtype=bool)[family_of]
+        copies = (within >= threshold) & np.array(near_copies, dtype=bool)[family_of]
+        members = np.bincount(family_of, minlength=len(families))
+        near_copy_share = np.bincount(family_of[copies], minlength=len(families)) / np.maximum(members, 1)
+    # A bound family's notes are its writers': its restatement is reported, never held.
+    scores = [
+        score if bound_f else max(score, restatement, collusion if near else 0.0)
+        for score, restatement, collusion, near, bound_f in zip(
+            family_score, restatements, collusions, near_copies, bound, strict=True
+        )
     ]
     return FamilySignals(
         namespace_count=namespace_count,
@@ -205,18 +248,15 @@ def family_signals(
         burst_lateness=latenesses,
         bound=bound,
         colluding=[
-            counts_f and threshold is not None and collusion >= threshold
-            for counts_f, collusion in zip(counts, collusions, strict=True)
+            burst and threshold is not None and collusion >= threshold
+            for burst, collusion in zip(bursts, collusions, strict=True)
         ],
-        # A bound family's notes are its writers': its restatement is reported, never held.
-        score=[
-            score if bound_f else max(score, restatement)
-            for score, restatement, bound_f in zip(family_score, restatements, bound, strict=True)
-        ],
+        score=scores,
         family_score=family_score,
-        restating=np.flatnonzero((restated >= threshold) & ~np.array(bound, dtype=bool)[family_of]).tolist()
-        if threshold is not None
-        else [],
+        restating=np.flatnonzero(restating).tolist(),
+        near_copy_rows=np.flatnonzero(copies).tolist(),
+        near_copies=near_copies,
+        near_copy_share=near_copy_share.tolist(),
     )
 
 

@@ -63,8 +63,9 @@ class Calibration:
     quarantine_cap: int = 1
     #: ... and of a colluding one (which never refills a pack); None: collusion does not alarm.
     collusion_cap: int | None = None
-    #: Notes (ids) of unbound families held back for restating the question: picked after
-    #: every other candidate (unless their family is quarantined: then as a quarantine).
+    #: Notes (ids) of unbound families held back for restating the question, or for being
+    #: near-copies of a family colluding outside a late burst: picked after every other
+    #: candidate (unless their family is quarantined: then as a quarantine).
     held: frozenset[str] = frozenset()
     _regularizers: Mapping[str, float] = field(init=False, repr=False, compare=False)
 
@@ -249,9 +250,19 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
     guarding = mode != "relevance" and threshold is not None
     quarantined = [guarding and threshold is not None and score >= threshold for score in signals.family_score]
     held = frozenset(pool.candidates[row].note_id for row in signals.restating) if guarding else frozenset()
+    # The near-copies of a family colluding outside a late burst: its best ones (as many as
+    # quarantine_cap) stay in the running, the others are held like a restating note.
+    if guarding and signals.near_copy_rows:
+        held |= _near_copies_held(pool, signals.near_copy_rows, params.quarantine_cap)
     for i, flag in enumerate(quarantined):
         if flag:
             regularizer[i] = -params.quarantine_penalty * signals.score[i]
+        elif guarding and signals.near_copies[i]:
+            # Near-copies of one writer are one piece of evidence, not corroboration: the
+            # family is never rewarded, and is demoted by the share of its pool notes that
+            # are near-copies (its other notes stay packable; the near-copies are held).
+            demotion = -params.quarantine_penalty * signals.score[i] * signals.near_copy_share[i]
+            regularizer[i] = min(float(regularizer[i]), demotion)
 
     # Each column turned into Python values once (tolist), named in FamilyCalibration's
     # field order; then one record per family, its __dict__ filled at once
@@ -296,6 +307,22 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
         for values in zip(*columns.values(), strict=True)
     )
     return Calibration(mode, degraded, reasons, records, params.eps, params.quarantine_cap, params.collusion_cap, held)
+
+
+def _near_copies_held(pool: Pool, rows: list[int], cap: int) -> frozenset[str]:
+    """The near-copies of each family (``rows``, pool positions) past its ``cap`` best by
+    base score (ties: pool order): as many as a quarantine packs stay in the running, so a
+    templated writer whose notes answer the question keeps its best one."""
+    candidates = pool.candidates
+    order = sorted(rows, key=lambda row: (candidates[row].family, -candidates[row].base_score, row))
+    seen: dict[str, int] = {}
+    held: set[str] = set()
+    for row in order:
+        family = candidates[row].family
+        seen[family] = seen.get(family, 0) + 1
+        if seen[family] > cap:
+            held.add(candidates[row].note_id)
+    return frozenset(held)
 
 
 def _beta_reliability(
