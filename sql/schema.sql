@@ -1095,8 +1095,9 @@ BEGIN
     -- bm25_v1's bit for bit: the same terms summed in the same order (a tsvector's
     -- lexemes are in byte order, COLLATE "C"). Otherwise a bound read from the screen
     -- terms' postings (pgmem.lexical_bound_v1) leaves out the screened notes that cannot
-    -- reach the top k; it holds when no row filter removes notes above it, which the
-    -- candidate search checks.
+    -- reach the top k; without a row filter the notes it keeps are ranked from their own
+    -- postings, fetched by key; with one, the bound holds when the filter removes no note
+    -- above it, which the candidate search checks.
     IF k_lex > 0 AND v_screen IS NOT NULL THEN
         IF roles IS NULL AND filter IS NULL AND v_other_postings <= greatest(4 * v_screen_postings, lex_max_postings) THEN
             -- Planned once per session: with its arrays' lengths known, a custom plan
@@ -1132,10 +1133,34 @@ BEGIN
             INTO v_lexical_kept, v_lexical_floor, v_lexical_screened
             FROM pgmem.lexical_bound_v1(p_namespace, v_screen_terms, v_screen_idf, coalesce(v_other_terms, '{}'),
                                         coalesce(v_other_idf, '{}'), v_fetch_lex, bm25_k1, bm25_b, v_average_length) AS l;
+            IF roles IS NULL AND filter IS NULL AND v_lexical_kept IS NOT NULL THEN
+                -- No row filter: the kept notes are ranked from their postings, fetched by
+                -- key (a few per note: its query terms), no note visited and no dynamic
+                -- statement; the scores are bm25_v1's bit for bit, as above. The order and
+                -- the family spread are the candidate search's below, whose rows they are.
+                v_plan_mode := current_setting('plan_cache_mode');
+                PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
+                SELECT coalesce(array_agg(s.note_id ORDER BY s.score DESC, s.note_id), '{}')
+                INTO v_lexical_top
+                FROM (SELECT p.note_id,
+                             sum(pgmem.bm25_term_v1(q.idf, p.term_frequency, bm25_k1, bm25_b, p.lexeme_count,
+                                                    v_average_length) ORDER BY p.lexeme COLLATE "C") AS score
+                      FROM unnest(v_lexical_kept) AS k (note_id)
+                      CROSS JOIN unnest(v_terms, v_idf) AS q (lexeme, idf)
+                      JOIN pgmem.lexeme_postings AS p
+                          ON p.namespace = p_namespace AND p.lexeme = q.lexeme AND p.note_id = k.note_id
+                      GROUP BY p.note_id
+                      ORDER BY score DESC, p.note_id
+                      LIMIT v_fetch_lex) AS s;
+                PERFORM set_config('plan_cache_mode', v_plan_mode, true);
+                SELECT f.notes INTO v_lexical_top
+                FROM pgmem.family_spread_v1(p_namespace, v_lexical_top, family_candidates, k_lex) AS f;
+                v_lexical_kept := NULL;
+                v_lexical_floor := NULL;
             -- Notes fetched by key cost more each than a bitmap scan of the screened ones:
             -- when the bound leaves out less than half, the search of every screened
             -- note (the same rows) is the cheaper one.
-            IF cardinality(v_lexical_kept) * 2 > v_lexical_screened THEN
+            ELSIF cardinality(v_lexical_kept) * 2 > v_lexical_screened THEN
                 v_lexical_kept := NULL;
                 v_lexical_floor := NULL;
             END IF;

@@ -84,6 +84,16 @@ def journal(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> psycopg.
     return conn
 
 
+def _assert_same_rows(old: list[dict[str, Any]], new: list[dict[str, Any]], question: str) -> None:
+    assert [row["note_id"] for row in new] == [row["note_id"] for row in old], question
+    for before, after in zip(old, new, strict=True):
+        for column, value in before.items():
+            if isinstance(value, float):
+                assert math.isclose(after[column], value, rel_tol=1e-12, abs_tol=1e-12), column
+            else:
+                assert after[column] == value, column
+
+
 @pytest.mark.parametrize(
     ("where", "roles", "params"),
     [
@@ -93,8 +103,11 @@ def journal(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> psycopg.
         (None, None, pgmem.StageOneParams()),
         (None, None, pgmem.StageOneParams(k_lex=50, lex_max_postings=200)),
         (None, None, pgmem.StageOneParams(k_lex=80, lex_max_terms=3)),
-        # One screen term, the others' postings far more: the bound, then the kept notes.
+        # One screen term, the others' postings far more: the bound, then the kept notes
+        # (ranked from their postings since 0023; lex_max_postings below the others').
         (None, None, pgmem.StageOneParams(k_lex=5, lex_max_terms=1)),
+        (None, None, pgmem.StageOneParams(k_lex=5, lex_max_postings=40)),
+        (None, None, pgmem.StageOneParams(k_lex=25, lex_max_postings=100)),
         (None, None, pgmem.StageOneParams(k_lex=20, lex_max_terms=1, bm25_b=0.3)),
         # Filters that remove kept notes: the bound may not hold, and every screened note is ranked.
         ("metadata->>'half' = '1'", None, pgmem.StageOneParams(k_lex=10, lex_max_postings=200)),
@@ -118,15 +131,46 @@ def test_the_rows_are_those_of_0008(
             build_hints(question, where=where, roles=roles),
             dataclasses.replace(params, family_candidates=None),
         )
-        old = journal.execute(_call(BEFORE), arguments).fetchall()
-        new = journal.execute(_call("pgmem"), arguments).fetchall()
-        assert [row["note_id"] for row in new] == [row["note_id"] for row in old], question
-        for before, after in zip(old, new, strict=True):
-            for column, value in before.items():
-                if isinstance(value, float):
-                    assert math.isclose(after[column], value, rel_tol=1e-12, abs_tol=1e-12), column
-                else:
-                    assert after[column] == value, column
+        _assert_same_rows(
+            journal.execute(_call(BEFORE), arguments).fetchall(),
+            journal.execute(_call("pgmem"), arguments).fetchall(),
+            question,
+        )
+
+
+BEFORE_0023 = "pgmem_test_before_0023"
+
+
+@pytest.mark.parametrize("cap", [2, 12, None])
+@pytest.mark.parametrize(
+    "params",
+    [
+        pgmem.StageOneParams(k_lex=5, lex_max_postings=40),
+        pgmem.StageOneParams(k_lex=10, lex_max_postings=100),
+        pgmem.StageOneParams(k_lex=20, lex_max_postings=100, bm25_b=0.3),
+    ],
+)
+def test_the_kept_notes_ranked_from_postings_are_the_rows_of_0019(
+    journal: psycopg.Connection[Any], hashing: HashingEmbedder, cap: int | None, params: pgmem.StageOneParams
+) -> None:
+    # Migration 0023 ranks the notes the bound keeps from their postings (no filter); 0019
+    # fetched them and scored their tsvectors, or read every screened note. Each question
+    # here screens fewer postings than the other terms hold (lex_max_postings below them),
+    # so both take the bound, with the family cap (seven families) binding or not.
+    journal.execute(f"CREATE SCHEMA {BEFORE_0023}")
+    journal.execute(stage_one_as_of("0019", BEFORE_0023))
+    for question in QUESTIONS:
+        arguments = stage_one_arguments(
+            NAMESPACE,
+            hashing.name,
+            hashing.embed([question])[0],
+            question,
+            build_hints(question),
+            dataclasses.replace(params, family_candidates=cap),
+        )
+        old = journal.execute(stage_one_call(BEFORE_0023), arguments).fetchall()
+        assert old
+        _assert_same_rows(old, journal.execute(stage_one_call("pgmem"), arguments).fetchall(), question)
 
 
 def _terms(conn: psycopg.Connection[Any], rarest: int) -> tuple[list[str], list[float], list[str], list[float]]:
