@@ -22,9 +22,13 @@ into temporary functions (``pg_temp``, this session only) that report on themsel
   rows alone), run one after the other in rotating order; server CPU p50 of each and its
   difference to the whole statement: what each part costs. A cut whose text the
   migration's statement does not hold is skipped.
+* ``routes`` (0019 on): which route each question's lexical top k takes in that
+  function — none (no screen term), from postings, or through the bound of
+  ``lexical_bound_v1`` — with how many notes the screen holds on the bound route and
+  how many of them the bound keeps.
 
     .venv/bin/python benchmarks/profile_stage_one.py --home DIR --namespace scale \
-        --mode before|candidates|steps|cpu|scoring [--migration 0014|0011|0008] [--questions 20] \
+        --mode before|candidates|steps|cpu|scoring|routes [--migration 0014|0011|0008] [--questions 20] \
         [--embedder hashing:384]
 """
 
@@ -99,6 +103,23 @@ def _timed(body: str) -> str:
         "    ORDER BY a.base_score DESC, a.note_id;\nEND;",
         "    ORDER BY a.base_score DESC, a.note_id;\n" + STEP.format(name="scoring") + "END;",
         1,
+    )
+    return "CREATE FUNCTION pg_temp.profiled(" + body
+
+
+# Reported where the candidate search starts: the lexical route the call took; and right
+# after the bound, how many notes it kept.
+ROUTE = (
+    "    RAISE NOTICE 'route % %', CASE WHEN v_screen IS NULL OR k_lex = 0 THEN 'none'"
+    " WHEN v_lexical_screened IS NULL THEN 'postings' ELSE 'bound' END, coalesce(v_lexical_screened, 0);\n"
+)
+BOUND = "v_fetch_lex, bm25_k1, bm25_b, v_average_length) AS l;\n"
+KEPT = "            RAISE NOTICE 'kept %', cardinality(v_lexical_kept);\n"
+
+
+def _routed(body: str) -> str:
+    body = body.replace(BOUND, BOUND + KEPT, 1).replace(
+        "    -- 3. The candidates", ROUTE + "    -- 3. The candidates", 1
     )
     return "CREATE FUNCTION pg_temp.profiled(" + body
 
@@ -244,7 +265,7 @@ def _scoring(conn: Any, definition: str, call_arguments: str, arguments: list[di
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--mode", choices=("before", "candidates", "steps", "cpu", "scoring"), required=True)
+    parser.add_argument("--mode", choices=("before", "candidates", "steps", "cpu", "scoring", "routes"), required=True)
     parser.add_argument("--namespace", default="bench")
     parser.add_argument("--migration", default="0011", help="whose stage_one_v1 --mode candidates|steps profiles")
     parser.add_argument("--questions", type=int, default=20)
@@ -262,12 +283,15 @@ def main() -> None:
         )
     elif args.mode == "steps":
         function = _timed(_definition(args.migration))
+    elif args.mode == "routes":
+        function = _routed(_definition(args.migration))
     # A function older than 0018 has no family cap.
     call_arguments = stage_one_call_arguments("family_candidates" in _definition(args.migration))
     call = f"SELECT * FROM pg_temp.profiled({call_arguments})"
     embedder = get_embedder(args.embedder)
     notices: list[str] = []
     steps: dict[str, list[float]] = {}
+    routes: dict[str, list[tuple[int, int]]] = {}
     if args.mode in ("cpu", "scoring"):
         questions = question_set(args.question_set, args.data)[: args.questions]
         arguments = [
@@ -299,9 +323,19 @@ def main() -> None:
                 for notice in notices:
                     name, value = notice.split()
                     steps.setdefault(name, []).append(float(value))
+            elif args.mode == "routes":
+                kept = [int(n.split()[1]) for n in notices if n.startswith("kept ") and n.split()[1].isdigit()]
+                (_, route, screened) = notices[-1].split()
+                routes.setdefault(route, []).append((int(screened), kept[0] if kept else 0))
             else:
                 print(f"=== {question}")
                 print("\n".join(row[0] for row in rows))
+    for route, sizes in sorted(routes.items()):
+        screened, kept = np.array(sizes).T
+        print(
+            f"{route:<9} {len(sizes):4d} questions   screened notes p50 {np.percentile(screened, 50):6.0f}"
+            f" max {screened.max():5d}   kept p50 {np.percentile(kept, 50):6.0f} max {kept.max():5d}"
+        )
     for name, values in steps.items():
         print(f"{name:<12} p50 {np.percentile(values, 50):8.2f} ms   p95 {np.percentile(values, 95):8.2f} ms")
 
