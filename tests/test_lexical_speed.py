@@ -173,6 +173,31 @@ def test_the_kept_notes_ranked_from_postings_are_the_rows_of_0019(
         _assert_same_rows(old, journal.execute(stage_one_call("pgmem"), arguments).fetchall(), question)
 
 
+def test_the_ranking_leaves_the_callers_planner_settings_as_they_were(
+    journal: psycopg.Connection[Any], hashing: HashingEmbedder
+) -> None:
+    # The kept notes' ranking is planned with nested loops and merge joins off (0023);
+    # the caller's values, the defaults or its own, are back when stage one returns. The
+    # screen holds "zephyr" (30 postings) alone, the other terms 495: the bound route.
+    question = QUESTIONS[0]
+    arguments = stage_one_arguments(
+        NAMESPACE,
+        hashing.name,
+        hashing.embed([question])[0],
+        question,
+        build_hints(question),
+        pgmem.StageOneParams(k_lex=5, lex_max_postings=40),
+    )
+    settings = ("enable_nestloop", "enable_mergejoin", "plan_cache_mode")
+    for values in (("on", "on", "auto"), ("off", "on", "force_custom_plan")):
+        # Inside one transaction: the function's settings are local to the transaction.
+        with journal.transaction():
+            for name, value in zip(settings, values, strict=True):
+                journal.execute(f"SET LOCAL {name} = {value}")
+            assert journal.execute(stage_one_call("pgmem"), arguments).fetchall()
+            assert [journal.execute(f"SHOW {name}").fetchone()[name] for name in settings] == list(values)
+
+
 def _terms(conn: psycopg.Connection[Any], rarest: int) -> tuple[list[str], list[float], list[str], list[float]]:
     """The query's terms by document frequency: the ``rarest`` screen, the rest not; BM25 idf."""
     rows = conn.execute(
