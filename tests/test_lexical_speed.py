@@ -84,6 +84,13 @@ def journal(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> psycopg.
     return conn
 
 
+def _arguments(hashing: HashingEmbedder, question: str, params: pgmem.StageOneParams, **hints: Any) -> dict[str, Any]:
+    """stage_one_v1's arguments for ``question`` on the journal, as pgmem.pack derives them."""
+    return stage_one_arguments(
+        NAMESPACE, hashing.name, hashing.embed([question])[0], question, build_hints(question, **hints), params
+    )
+
+
 def _assert_same_rows(old: list[dict[str, Any]], new: list[dict[str, Any]], question: str) -> None:
     assert [row["note_id"] for row in new] == [row["note_id"] for row in old], question
     for before, after in zip(old, new, strict=True):
@@ -123,13 +130,8 @@ def test_the_rows_are_those_of_0008(
     params: pgmem.StageOneParams,
 ) -> None:
     for question in QUESTIONS:
-        arguments = stage_one_arguments(
-            NAMESPACE,
-            hashing.name,
-            hashing.embed([question])[0],
-            question,
-            build_hints(question, where=where, roles=roles),
-            dataclasses.replace(params, family_candidates=None),
+        arguments = _arguments(
+            hashing, question, dataclasses.replace(params, family_candidates=None), where=where, roles=roles
         )
         _assert_same_rows(
             journal.execute(_call(BEFORE), arguments).fetchall(),
@@ -160,14 +162,7 @@ def test_the_kept_notes_ranked_from_postings_are_the_rows_of_0019(
     journal.execute(f"CREATE SCHEMA {BEFORE_0023}")
     journal.execute(stage_one_as_of("0019", BEFORE_0023))
     for question in QUESTIONS:
-        arguments = stage_one_arguments(
-            NAMESPACE,
-            hashing.name,
-            hashing.embed([question])[0],
-            question,
-            build_hints(question),
-            dataclasses.replace(params, family_candidates=cap),
-        )
+        arguments = _arguments(hashing, question, dataclasses.replace(params, family_candidates=cap))
         old = journal.execute(stage_one_call(BEFORE_0023), arguments).fetchall()
         assert old
         _assert_same_rows(old, journal.execute(stage_one_call("pgmem"), arguments).fetchall(), question)
@@ -179,15 +174,7 @@ def test_the_ranking_leaves_the_callers_planner_settings_as_they_were(
     # The kept notes' ranking is planned with nested loops and merge joins off (0023);
     # the caller's values, the defaults or its own, are back when stage one returns. The
     # screen holds "zephyr" (30 postings) alone, the other terms 495: the bound route.
-    question = QUESTIONS[0]
-    arguments = stage_one_arguments(
-        NAMESPACE,
-        hashing.name,
-        hashing.embed([question])[0],
-        question,
-        build_hints(question),
-        pgmem.StageOneParams(k_lex=5, lex_max_postings=40),
-    )
+    arguments = _arguments(hashing, QUESTIONS[0], pgmem.StageOneParams(k_lex=5, lex_max_postings=40))
     settings = ("enable_nestloop", "enable_mergejoin", "plan_cache_mode")
     for values in (("on", "on", "auto"), ("off", "on", "force_custom_plan")):
         # Inside one transaction: the function's settings are local to the transaction.
