@@ -101,6 +101,8 @@ def test_registry_names() -> None:
         "poison-lookalike",
         "poison-fresh",
         "poison-quarter-fresh",
+        "poison-spread-para",
+        "poison-fresh-para",
         "drift",
         "asked-before",
         "sparse",

@@ -492,6 +492,9 @@ CONDITIONS: Mapping[str, Callable[..., EvalCorpus]] = {
     "poison-lookalike": functools.partial(poison, share=1.0, per_question=5, families="lookalike"),
     "poison-fresh": functools.partial(poison, share=1.0, per_question=5, families="fresh"),
     "poison-quarter-fresh": functools.partial(poison, share=0.25, per_question=5, families="fresh"),
+    # Spread attacks that paraphrase: one note per family, none restating its question.
+    "poison-spread-para": functools.partial(poison, share=1.0, per_question=5, families="spread", style="paraphrase"),
+    "poison-fresh-para": functools.partial(poison, share=1.0, per_question=5, families="fresh", style="paraphrase"),
     "drift": functools.partial(temporal_drift, share=0.5),
     "asked-before": question_notes,
     "sparse": functools.partial(sparse_pools, keep=5),
