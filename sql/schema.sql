@@ -1097,9 +1097,9 @@ BEGIN
     -- bm25_v1's bit for bit: the same terms summed in the same order (a tsvector's
     -- lexemes are in byte order, COLLATE "C"). Otherwise a bound read from the screen
     -- terms' postings (pgmem.lexical_bound_v1) leaves out the screened notes that cannot
-    -- reach the top k; without a row filter the notes it keeps are ranked from their own
-    -- postings, fetched by key; with one, the bound holds when the filter removes no note
-    -- above it, which the candidate search checks.
+    -- reach the top k; without a row filter the notes it keeps are ranked from the query
+    -- terms' postings; with one, the bound holds when the filter removes no note above
+    -- it, which the candidate search checks.
     IF k_lex > 0 AND v_screen IS NOT NULL THEN
         IF roles IS NULL AND filter IS NULL AND v_other_postings <= greatest(4 * v_screen_postings, lex_max_postings) THEN
             -- Planned once per session: with its arrays' lengths known, a custom plan
