@@ -325,6 +325,31 @@ def test_the_bound_and_the_candidate_search_read_only_their_namespace() -> None:
         assert set(seen) == {"notes"} and len(seen) >= 6 and unrouted == []
 
 
+def test_the_kept_notes_ranking_reads_only_its_namespace() -> None:
+    """0023's ranking of the bound's kept notes names the namespace (distribution key)."""
+    from test_distribution import _unrouted_tables
+
+    text = (ROOT / "sql" / "migrations" / "0023_lexical_scale.sql").read_text()
+    start = text.index("SELECT coalesce(array_agg(s.note_id", text.index("v_lexical_kept IS NOT NULL THEN"))
+    statement = text[start : text.index("LIMIT v_fetch_lex) AS s;", start) + len("LIMIT v_fetch_lex) AS s")]
+    statement = re.sub(r"\bp_namespace\b", "$1", statement.replace("INTO v_lexical_top", ""))
+    seen, unrouted = _unrouted_tables(statement)
+    assert seen == ["lexeme_postings"] and unrouted == []
+
+
+def test_a_reader_cannot_rank_another_namespaces_kept_notes(
+    journal: psycopg.Connection[Any], tenants: Any, dsn: str, roles: dict[str, str], hashing: HashingEmbedder
+) -> None:
+    # The journal's question on the bound route (0023's ranking), asked by a reader granted
+    # namespace 'a' only, naming the journal's namespace: no row, with or without the setting.
+    arguments = _arguments(hashing, QUESTIONS[0], pgmem.StageOneParams(k_lex=5, lex_max_postings=40))
+    assert journal.execute(stage_one_call("pgmem"), arguments).fetchall()
+    with as_role(dsn, roles["reader"], "a") as reader:
+        assert reader.execute(stage_one_call("pgmem"), arguments).fetchall() == []
+        reader.execute(f"SET pgmem.namespace = '{NAMESPACE}'")
+        assert reader.execute(stage_one_call("pgmem"), arguments).fetchall() == []
+
+
 def _reltuples(conn: psycopg.Connection[Any]) -> dict[str, float]:
     rows = conn.execute(
         "SELECT relname, reltuples FROM pg_class WHERE oid IN"

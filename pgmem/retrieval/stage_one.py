@@ -4,7 +4,6 @@ reads, joined in the same statement), its rows turned into a :class:`Pool`."""
 from __future__ import annotations
 
 import operator
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -254,15 +253,9 @@ def _candidate(values: Sequence[Any]) -> Candidate:
 
 
 def _uuid_text(value: Any) -> str:
-    """``str(value)``. The pack's statement returns note ids as text (0022); a ``uuid.UUID``
-    (what psycopg loads from ``stage_one_v1`` called directly) is formatted here from its 16
-    bytes: two thirds of the CPU of ``UUID.__str__`` (a Python-level call formatting ``%032x``)."""
-    if type(value) is str:
-        return value
-    if type(value) is uuid.UUID:
-        digits = value.int.to_bytes(16, "big").hex()
-        return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
-    return str(value)
+    """``str(value)``: the pack's statement returns note ids as text (0022); a ``uuid.UUID``
+    comes only from ``stage_one_v1`` called directly (tests, benchmarks)."""
+    return value if type(value) is str else str(value)
 
 
 def _family(values: Sequence[Any]) -> FamilyAggregate:
