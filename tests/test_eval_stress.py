@@ -103,6 +103,7 @@ def test_registry_names() -> None:
         "poison-quarter-fresh",
         "poison-spread-para",
         "poison-fresh-para",
+        "poison-pair-para",
         "drift",
         "asked-before",
         "sparse",
@@ -357,6 +358,18 @@ def test_poison_styles_and_attacker_families() -> None:
     assert [span.text for span in echoed] == ["Cy buy Cy buy", "Cy buy Cy buy"]
     fresh = texts(poison(corpus, per_question=3, families="fresh"))["q4"]
     assert [span.family for span in fresh] == ["src-q4-0", "src-q4-1", "src-q4-2"]
+    # "pair": a namespace's attacked questions two by two share fresh families (q4 and q6 in "b").
+    paired = [
+        s
+        for s in poison(corpus, per_question=2, families="pair").spans["b"]
+        if s.metadata and s.metadata.get("poisoned")
+    ]
+    assert [(s.metadata["target"], s.family) for s in paired if s.metadata] == [
+        ("q4", "src-q4-0"),
+        ("q4", "src-q4-1"),
+        ("q6", "src-q4-0"),
+        ("q6", "src-q4-1"),
+    ]
     # The largest family of "b" is src0 (3 notes, ties broken by name): imitated as src0.
     lookalike = poison(corpus, per_question=2, families="lookalike")
     assert {s.family for s in lookalike.spans["b"] if s.metadata and s.metadata.get("poisoned")} == {"src0."}

@@ -266,7 +266,10 @@ def poison(
     ``families`` names the attacker's families: ``"one"`` (every note in family
     ``"attacker"``), ``"spread"`` (``"attacker-1"`` .. ``"attacker-<per_question>"``, one
     note each, the same names for every question), ``"fresh"`` (one note per family never
-    seen before: ``"src-<question id>-<i>"``) or ``"lookalike"`` (one family per namespace
+    seen before: ``"src-<question id>-<i>"``), ``"pair"`` (fresh families of two notes:
+    note ``i`` of a namespace's first and second attacked question share
+    ``"src-<first question id>-<i>"``, the third and fourth the next, ...; a family just
+    past one note) or ``"lookalike"`` (one family per namespace
     imitating the namespace's largest family: its name with ``o`` written ``0`` and ``l``
     written ``1``, or ``"<name>."`` when it has neither letter).
 
@@ -289,13 +292,18 @@ def poison(
     candidates = _attackable(corpus)
     chosen = set(rng.sample(range(len(candidates)), round(share * len(candidates))))
     injected: dict[str, list[Span]] = {}
+    # For "pair": per namespace, the first question of the pair being written.
+    pair_of: dict[str, EvalQuestion] = {}
     for index, question in enumerate(candidates):
         if index not in chosen:
             continue
         offset = rng.randrange(len(_FALSE_CLAIMS))
+        first = pair_of.pop(question.namespace, None)
+        if first is None:
+            pair_of[question.namespace] = first = question
         for i in range(per_question):
             note_id = f"poison-{question.id}-{i}"
-            family = _attacker_family(corpus, question, families, i)
+            family = _attacker_family(corpus, first if families == "pair" else question, families, i)
             metadata = {"poisoned": True, "attack": "poison", "target": question.id}
             injected.setdefault(question.namespace, []).append(
                 _note(note_id, _poison_text(question, style, offset + i, rng), family, metadata)
@@ -303,7 +311,7 @@ def poison(
     return _with_injected(corpus, injected)
 
 
-_POISON_FAMILIES = ("one", "spread", "fresh", "lookalike")
+_POISON_FAMILIES = ("one", "spread", "fresh", "pair", "lookalike")
 _POISON_STYLES = ("verbatim", "paraphrase", "echo")
 _QUESTION_WORDS = frozenset(
     [
@@ -370,7 +378,7 @@ def _attacker_family(corpus: EvalCorpus, question: EvalQuestion, families: str, 
         return "attacker"
     if families == "spread":
         return f"attacker-{index + 1}"
-    if families == "fresh":
+    if families in ("fresh", "pair"):
         return f"src-{question.id}-{index}"
     return _lookalike(_largest_family(corpus, question.namespace))
 
@@ -495,6 +503,8 @@ CONDITIONS: Mapping[str, Callable[..., EvalCorpus]] = {
     # Spread attacks that paraphrase: one note per family, none restating its question.
     "poison-spread-para": functools.partial(poison, share=1.0, per_question=5, families="spread", style="paraphrase"),
     "poison-fresh-para": functools.partial(poison, share=1.0, per_question=5, families="fresh", style="paraphrase"),
+    # ... and in new families of two notes each (aimed at two questions): just past one note.
+    "poison-pair-para": functools.partial(poison, share=1.0, per_question=5, families="pair", style="paraphrase"),
     "drift": functools.partial(temporal_drift, share=0.5),
     "asked-before": question_notes,
     "sparse": functools.partial(sparse_pools, keep=5),
