@@ -65,7 +65,7 @@ CONDITIONS = (
 )
 SYSTEMS: dict[str, tuple[CalibrationParams, Mode]] = {
     "calibrated": (CalibrationParams(), "calibrated"),
-    "unguarded": (CalibrationParams(alarm_threshold=None), "calibrated"),
+    "unguarded": (CalibrationParams(alarm_threshold=None, newcomer_share=None), "calibrated"),
     "relevance": (CalibrationParams(), "relevance"),
 }
 #: Seconds before the attack that the genuine store is simulated to have been written

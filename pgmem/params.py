@@ -215,6 +215,23 @@ class CalibrationParams(_Params):
         pool standard deviations (default 3, >= 0), whatever the mode's own regulariser.
     recency_window : float
         Seconds over which a family stops counting as new for the alarm (default 7 days).
+    newcomer_share : float or None
+        The newcomer hold, against spread attacks (one note per new family). A *newcomer*
+        is a family not bound to writer roles whose first note was written
+        ``burst_window`` or more after the namespace was created and less than
+        ``recency_window`` ago, holding at most ``max(1, floor(newcomer_share * m))``
+        notes in the namespace, ``m`` being the median namespace size of the pool's
+        established families (the others: founded with the namespace, or older than the
+        window). Provenance families are sources; a source that just appeared with a
+        note or two has no track record, and an attacker can mint as many as it likes.
+        Across all newcomer families of a pool the best ``newcomer_quota`` notes (by base
+        score) stay in the running; the others are held (packed after every other
+        candidate, as a restating note is), in every mode but ``relevance`` (default
+        0.25, in (0, 1]; ``None`` switches the hold off). Chosen on the ``late-families``
+        stores (legitimate new families) and the paired spread attack, docs/security.md.
+    newcomer_quota : int
+        How many notes of newcomer families together stay in the running (default 1,
+        >= 0).
     use_uncertainty : bool
         Discount the regulariser by ``(1 - u_f)`` (default True). False sets ``u_f = 0``:
         with ``shrinkage=0`` and ``alpha_prior=0`` it is one of the ablations of
@@ -237,6 +254,8 @@ class CalibrationParams(_Params):
     burst_window: float = 3_600.0
     quarantine_penalty: float = 3.0
     recency_window: float = 7 * 86_400.0
+    newcomer_share: float | None = 0.25
+    newcomer_quota: int = 1
     use_uncertainty: bool = True
 
     def __post_init__(self) -> None:
@@ -259,6 +278,10 @@ class CalibrationParams(_Params):
         at_least("burst_window", self.burst_window, 0.0, strict=True)
         at_least("quarantine_penalty", self.quarantine_penalty, 0.0)
         at_least("recency_window", self.recency_window, 0.0, strict=True)
+        if self.newcomer_share is not None:
+            between("newcomer_share", self.newcomer_share, 0.0, 1.0)
+            at_least("newcomer_share", self.newcomer_share, 0.0, strict=True)
+        whole("newcomer_quota", self.newcomer_quota, 0)
         if not isinstance(self.use_uncertainty, bool):
             raise ConfigurationError(
                 f"use_uncertainty must be True or False, got {describe_value(self.use_uncertainty)}"

@@ -189,6 +189,11 @@ class FamilyCalibration:
     burst_span: float | None = None
     burst_lateness: float | None = None
     bound: bool = False
+    #: A newcomer (``CalibrationParams.newcomer_share``): unbound, first written after the
+    #: namespace's first load and recently, with far fewer notes than the pool's
+    #: established families. Not an alarm: its notes past the pool's best
+    #: ``newcomer_quota`` newcomer notes are held (packed after every other candidate).
+    newcomer: bool = False
 
 
 @dataclass(frozen=True)

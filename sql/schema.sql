@@ -257,6 +257,10 @@ CREATE TABLE pgmem.pack_log_families (
     -- How nearly the family's most question-like note restated the question (echo ** 4 *
     -- precision; NULL in packs logged before migration 0021).
     question_restatement double precision,
+    -- Whether the family was a newcomer (unbound, written late and recently, far smaller
+    -- than the pool's established families: its notes past the pool's best newcomer note
+    -- were held; NULL in packs logged before migration 0024).
+    newcomer boolean,
     PRIMARY KEY (namespace, pack_id, family),
     FOREIGN KEY (namespace, pack_id) REFERENCES pgmem.pack_log (namespace, pack_id)
 );
@@ -1743,7 +1747,7 @@ CREATE FUNCTION pgmem.log_pack_v1(p_pack jsonb) RETURNS uuid
             z, shrunk_z, corroboration, reliability, uncertainty, regularizer, variance_floor_dominated,
             feedback_helpful, feedback_unhelpful, feedback_reliability, feedback_z, namespace_count, pool_share,
             namespace_share, newness, duplicate_density, question_echo, alarm_score, alarm_threshold, alarmed,
-            quarantined, collusion, colluding, burst_span, burst_lateness, bound, question_restatement)
+            quarantined, collusion, colluding, burst_span, burst_lateness, bound, question_restatement, newcomer)
         SELECT pack.namespace, pack.pack_id, f.*
         FROM pack, jsonb_to_recordset(p_pack -> 'families') AS f (
             family text, count integer, score_sum float8, mean_confidence float8,
@@ -1754,7 +1758,7 @@ CREATE FUNCTION pgmem.log_pack_v1(p_pack jsonb) RETURNS uuid
             namespace_share float8, newness float8, duplicate_density float8, question_echo float8,
             alarm_score float8, alarm_threshold float8, alarmed boolean, quarantined boolean,
             collusion float8, colluding boolean, burst_span float8, burst_lateness float8,
-            bound boolean, question_restatement float8)
+            bound boolean, question_restatement float8, newcomer boolean)
     )
     SELECT pack_id FROM pack;
 $$;
@@ -2564,18 +2568,19 @@ JOIN (
 LEFT JOIN pgmem.pack_log_families AS f
     ON f.namespace = e.namespace AND f.pack_id = e.pack_id AND f.family = e.family;
 
--- Every family alarm raised in a logged pack: which family, in which pack, how the score
--- was made up (collusion and colluding NULL in packs logged before migration 0015, the
--- burst gate's burst_span, burst_lateness and bound before 0017, question_restatement
--- before 0021), and whether the family was quarantined.
+-- Every family alarm raised in a logged pack, and every newcomer family: which family, in
+-- which pack, how the score was made up (collusion and colluding NULL in packs logged
+-- before migration 0015, the burst gate's burst_span, burst_lateness and bound before
+-- 0017, question_restatement before 0021, newcomer before 0024), and whether the family
+-- was quarantined.
 CREATE VIEW pgmem.family_alarms_v1 WITH (security_invoker = true) AS
 SELECT f.namespace, f.pack_id, l.created_at, l.mode, l.query, f.family, f.count, f.namespace_count,
        f.z, f.pool_share, f.namespace_share, f.newness, f.duplicate_density, f.question_echo,
        f.question_restatement, f.collusion, f.burst_span, f.burst_lateness, f.bound, f.alarm_score, f.alarm_threshold, f.colluding,
-       f.quarantined, f.regularizer
+       f.quarantined, f.regularizer, f.alarmed, f.newcomer
 FROM pgmem.pack_log_families AS f
 JOIN pgmem.pack_log AS l USING (namespace, pack_id)
-WHERE f.alarmed;
+WHERE f.alarmed OR f.newcomer;
 
 -- The store's provenance families.
 CREATE VIEW pgmem.store_families_v1 WITH (security_invoker = true) AS

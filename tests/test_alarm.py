@@ -860,3 +860,145 @@ def test_a_bound_familys_late_burst_is_exempt_and_the_attacker_cannot_use_that(
         pack = pgmem.pack(reader, QUESTION, namespace="a", embedder=hashing, budget=8)
         assert pack.diagnostics.family("attacker").colluding
         assert not any(item.family == "attacker" for item in pack.items)
+
+
+# -- newcomers: spread attacks, one note per fresh family (session 24) -------------------
+
+#: Paraphrased claims about the question, none restating it (each would be held alone
+#: otherwise): a spread attacker's notes, one per fresh family.
+SPREAD = (
+    "Harbour officials say the northern ferry terminal never closed at all.",
+    "The northern terminal stayed open all year, the harbour authority confirmed.",
+    "No closure of the ferry terminal in the north was ever ordered by the port.",
+    "Port records show northern ferry services ran without interruption.",
+    "The harbour's northern terminal was not shut; ferries kept sailing daily.",
+)
+
+
+def _spread_pool(*, ages: dict[str, float] | None = None, counts: dict[str, int] | None = None, **kwargs: Any) -> Pool:
+    """The clean pool's established families (their first notes 30 days ago, with the
+    namespace) and five attacker families of one note each, written ten minutes ago and
+    scoring above every genuine note; ``ages`` / ``counts`` override a family's first-note
+    age or namespace count, other keywords go to Pool.from_candidates (``bound``)."""
+    rows = [(family, text, (0.7 if family == "wire" else 0.4) - 0.02 * i) for i, (family, text) in enumerate(CLEAN)]
+    rows += [(f"src-{i}", text, 0.9 - 0.01 * i) for i, text in enumerate(SPREAD)]
+    candidates = [_candidate(i, family, text, score, ATTACK_AGE) for i, (family, text, score) in enumerate(rows)]
+    namespace_counts = {"wire": 40, "blog": 30, "forum": 25, "misc": 60} | {f"src-{i}": 1 for i in range(len(SPREAD))}
+    namespace_counts |= counts or {}
+    pool = Pool.from_candidates(
+        candidates, query=QUESTION, namespace_counts=namespace_counts, namespace_age_seconds=NAMESPACE_AGE, **kwargs
+    )
+    first_note = {family: NAMESPACE_AGE - 60.0 for family in ("wire", "blog", "forum", "misc")}
+    first_note |= {f"src-{i}": ATTACK_AGE for i in range(len(SPREAD))} | (ages or {})
+    families = tuple(dataclasses.replace(f, age_seconds=first_note[f.family]) for f in pool.families)
+    return dataclasses.replace(pool, families=families)
+
+
+def _packed_families(pool: Pool, params: CalibrationParams, mode: Any = "calibrated") -> list[str]:
+    return [item.family for item in rank_and_pack(pool, calibrate(pool, params, mode), PackParams()).items]
+
+
+def test_fresh_one_note_families_keep_one_note_ahead_of_the_evidence() -> None:
+    pool = _spread_pool()
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    assert {r.family for r in calibration.families if r.newcomer} == {f"src-{i}" for i in range(5)}
+    # The alarm reads one of them at most (a one-note paraphrase has little to read).
+    assert sum(r.alarmed for r in calibration.families) <= 1
+    result = rank_and_pack(pool, calibration, PackParams())
+    packed = [item.family for item in result.items]
+    assert sum(f.startswith("src-") for f in packed) == 1
+    assert packed.count("wire") == 3
+    held = [r for r in result.rejections if r.family.startswith("src-")]
+    assert sorted(r.family for r in held) == [f"src-{i}" for i in range(1, 5)]
+    assert {r.reason for r in held} == {QUARANTINE}
+    # The hold is what keeps them out: switched off, the attacker takes five of eight.
+    assert sum(f.startswith("src-") for f in _packed_families(pool, CalibrationParams(newcomer_share=None))) == 5
+    assert sum(f.startswith("src-") for f in _packed_families(pool, CalibrationParams(newcomer_quota=0))) == 0
+    # The relevance-only ablation has no family term at all.
+    assert sum(f.startswith("src-") for f in _packed_families(pool, CalibrationParams(), "relevance")) == 5
+
+
+def test_held_newcomers_fill_a_pack_that_has_room() -> None:
+    pool = _spread_pool()
+    packed = [
+        item.family
+        for item in rank_and_pack(pool, calibrate(pool, CalibrationParams(), "calibrated"), PackParams(budget=15)).items
+    ]
+    assert len(packed) == 15 and packed[-4:] == [f"src-{i}" for i in range(1, 5)]
+
+
+@pytest.mark.parametrize(
+    ("case", "overrides", "newcomer"),
+    [
+        ("fresh, one note", {}, True),
+        # limit = floor(0.25 * median(40, 30, 25, 60)) = 8 notes
+        ("fresh, at the limit", {"counts": {"src-0": 8}}, True),
+        ("fresh, past the limit", {"counts": {"src-0": 9}}, False),
+        ("written with the namespace's first load", {"ages": {"src-0": NAMESPACE_AGE - 600.0}}, False),
+        ("older than the recency window", {"ages": {"src-0": 8 * DAY}}, False),
+        ("bound to writer roles", {"bound": ("src-0",)}, False),
+        ("unknown first write", {"ages": {"src-0": None}}, False),
+        ("unknown namespace count", {"counts": {"src-0": 0}}, False),
+    ],
+)
+def test_a_newcomer_is_late_recent_small_and_unbound(case: str, overrides: dict[str, Any], newcomer: bool) -> None:
+    pool = _spread_pool(**overrides)
+    assert calibrate(pool, CalibrationParams(), "calibrated").family("src-0").newcomer is newcomer, case
+
+
+def test_the_newcomer_limit_follows_the_established_families() -> None:
+    # Established families of 4-7 notes (one-article families): a new family of two notes
+    # is their size, not a newcomer; of one note it still is.
+    small = {"wire": 6, "blog": 4, "forum": 5, "misc": 7}
+    pool = _spread_pool(counts=small | {"src-0": 2})
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    assert not calibration.family("src-0").newcomer and calibration.family("src-1").newcomer
+    # No established family in the pool (every family arrived late): a limit of one note.
+    late = {family: 3 * DAY for family in small}
+    calibration = calibrate(_spread_pool(ages=late, counts={"src-0": 2}), CalibrationParams(), "calibrated")
+    assert {r.family for r in calibration.families if r.newcomer} == {f"src-{i}" for i in range(1, 5)}
+
+
+def test_a_pool_without_write_times_holds_no_newcomer() -> None:
+    pool = dataclasses.replace(_spread_pool(), namespace_age_seconds=None)
+    assert not any(r.newcomer for r in calibrate(pool, CalibrationParams(), "calibrated").families)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("newcomer_share", 0.0), ("newcomer_share", 1.5), ("newcomer_quota", -1), ("newcomer_quota", 1.0)],
+)
+def test_newcomer_parameters_are_validated(field: str, value: Any) -> None:
+    with pytest.raises(ConfigurationError, match=field):
+        CalibrationParams(**{field: value})
+
+
+def test_a_newcomer_in_a_logged_pack_is_explained_in_sql(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder
+) -> None:
+    # The store a month ago, then (now, as a writer would) three fresh one-note families.
+    clean = make_spans([text for _, text in CLEAN], family="wire", document_id="clean")
+    pgmem.ingest(conn, clean, namespace="newcomers", embedder=hashing)
+    simulate_arrival(conn, "newcomers", NAMESPACE_AGE)
+    fresh = [
+        pgmem.Span(document_id=f"fresh-{i}", text=text, start=0, end=len(text.encode()), family=f"src-{i}")
+        for i, text in enumerate(SPREAD[:3])
+    ]
+    pgmem.ingest(conn, fresh, namespace="newcomers", embedder=hashing)
+    pack = pgmem.pack(conn, QUESTION, namespace="newcomers", embedder=hashing, log=True)
+    newcomers = sorted(r.family for r in pack.diagnostics.families if r.newcomer)
+    assert newcomers == ["src-0", "src-1", "src-2"]
+    assert sum(item.family.startswith("src-") for item in pack.items) == 1
+    rows = conn.execute(
+        "SELECT family, newcomer, namespace_count FROM pgmem.family_alarms_v1 WHERE pack_id = %s ORDER BY family",
+        (pack.pack_id,),
+    ).fetchall()
+    assert rows == [(family, True, 1) for family in newcomers]
+    held = conn.execute(
+        "SELECT count(*) FROM pgmem.pack_explain_v1 e JOIN pgmem.family_alarms_v1 a USING (namespace, pack_id, family)"
+        " WHERE e.pack_id = %s AND e.outcome = 'rejected' AND e.reason = %s AND a.newcomer",
+        (pack.pack_id, QUARANTINE),
+    ).fetchone()
+    # Every newcomer note left out is a rejection the view explains (the pack's scan
+    # reached them all: 8 of the 10 genuine notes were packed after them).
+    assert held == (2,)

@@ -76,6 +76,7 @@ ALARM_FIELDS = frozenset(
         "burst_span",
         "burst_lateness",
         "bound",
+        "newcomer",
         "alarm_score",
         "alarm_threshold",
         "alarmed",

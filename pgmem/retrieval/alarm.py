@@ -72,8 +72,15 @@ is, the family is never rewarded and is demoted by the share of its pool notes h
 (``near_copy_share``), and its other notes stay packable. Near-copies of one writer are
 one piece of evidence written several times, not corroboration. A family bound to writer
 roles is exempt (nobody else can write under it). A family alarms when ``score >=
-alarm_threshold``. Pure numpy over the pool's texts and
-write times: no I/O.
+alarm_threshold``.
+
+Besides the score, :func:`family_signals` marks *newcomers* (:func:`newcomers`): families
+that arrived after the namespace's first load, recently, with far fewer notes than the
+pool's established families — what a spread attacker minting one fresh family per note
+looks like, and what no per-family signal can read (a one-note family has no near-copy,
+no concentration, no size for the calibrator). They are not alarms: the calibrator holds
+all but the best ``newcomer_quota`` of their notes (``CalibrationParams.newcomer_share``).
+Pure numpy over the pool's texts and write times: no I/O.
 """
 
 from __future__ import annotations
@@ -87,6 +94,7 @@ import numpy.typing as npt
 
 from pgmem.retrieval.pool import Pool
 from pgmem.retrieval.words import label_codes
+from pgmem.types import FamilyAggregate
 
 #: How many of a family's notes the alarm reads: the ones that echo the question most.
 ALARM_GROUP = 3
@@ -131,6 +139,12 @@ class FamilySignals:
     near_copy_rows: list[int]
     #: The share of the family's pool notes that are such near-copies (0 unless ``near_copies``).
     near_copy_share: list[float]
+    #: The family is a newcomer (:func:`newcomers`): unbound, written late and recently,
+    #: with at most ``newcomer_limit`` notes in the namespace (all False when not asked).
+    newcomer: list[bool]
+    #: The namespace size under which a late, recent family is a newcomer in this pool
+    #: (0 when the hold is off or the ages are unknown).
+    newcomer_limit: int
 
 
 def family_signals(
@@ -142,6 +156,7 @@ def family_signals(
     threshold: float | None = None,
     use_collusion: bool = False,
     burst_window: float = 3_600.0,
+    newcomer_share: float | None = None,
 ) -> FamilySignals:
     """The alarm's inputs and score for each of ``families`` (the pool's, sorted).
 
@@ -167,6 +182,8 @@ def family_signals(
         it counts for every unbound family, and marks a late burst as ``colluding``.
     burst_window : float
         Seconds: the burst gate's window (``CalibrationParams.burst_window``).
+    newcomer_share : float or None
+        ``CalibrationParams.newcomer_share``: marks the newcomers (None: none marked).
     """
     aggregates = {aggregate.family: aggregate for aggregate in pool.families}
     ordered = [aggregates[name] for name in families]
@@ -226,6 +243,7 @@ def family_signals(
         copies = (within >= threshold) & np.array(near_copies, dtype=bool)[family_of]
         members = np.bincount(family_of, minlength=len(families))
         near_copy_share = np.bincount(family_of[copies], minlength=len(families)) / np.maximum(members, 1)
+    newcomer, limit = newcomers(ordered, namespace_age, burst_window, recency_window, newcomer_share)
     # A bound family's notes are its writers': its restatement is reported, never held.
     scores = [
         score if bound_f else max(score, restatement, collusion if near else 0.0)
@@ -257,7 +275,49 @@ def family_signals(
         near_copy_rows=np.flatnonzero(copies).tolist(),
         near_copies=near_copies,
         near_copy_share=near_copy_share.tolist(),
+        newcomer=newcomer,
+        newcomer_limit=limit,
     )
+
+
+def newcomers(
+    families: Sequence[FamilyAggregate],
+    namespace_age: float | None,
+    window: float,
+    recency_window: float,
+    share: float | None,
+) -> tuple[list[bool], int]:
+    """Which ``families`` are newcomers, and the namespace size that made them so.
+
+    A family arrived *late* when its first note was written ``window`` seconds or more
+    after the namespace was created, and *recently* when less than ``recency_window``
+    ago; the others are established (founded with the namespace's first load, or old
+    enough to have a track record). A newcomer is a late, recent family that is not bound
+    to writer roles and holds at most ``limit = max(1, floor(share * m))`` notes in the
+    namespace, ``m`` the median namespace count of the pool's established families (1
+    without any): a new source far smaller than the namespace's sources. ``([False, ...],
+    0)`` when ``share`` is None or the ages are unknown; a family of unknown age or size
+    is never a newcomer.
+    """
+    if share is None or namespace_age is None:
+        return [False] * len(families), 0
+    late = [
+        family.age_seconds is not None
+        and namespace_age - family.age_seconds >= window
+        and family.age_seconds < recency_window
+        for family in families
+    ]
+    established = [
+        family.namespace_count
+        for family, arrived_late in zip(families, late, strict=True)
+        if family.age_seconds is not None and not arrived_late and family.namespace_count > 0
+    ]
+    limit = max(1, math.floor(share * float(np.median(established)))) if established else 1
+    flags = [
+        arrived_late and not family.bound and 0 < family.namespace_count <= limit
+        for family, arrived_late in zip(families, late, strict=True)
+    ]
+    return flags, limit
 
 
 def _bursts(

@@ -238,7 +238,15 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
     use_collusion = params.collusion_cap is not None
     threshold = params.alarm_threshold
     signals = family_signals(
-        pool, names, shrunk_z, params.tau, params.recency_window, threshold, use_collusion, params.burst_window
+        pool,
+        names,
+        shrunk_z,
+        params.tau,
+        params.recency_window,
+        threshold,
+        use_collusion,
+        params.burst_window,
+        params.newcomer_share,
     )
     alarmed = [threshold is not None and score >= threshold for score in signals.score]
     colluding = signals.colluding
@@ -254,6 +262,11 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
     # quarantine_cap) stay in the running, the others are held like a restating note.
     if guarding and signals.near_copy_rows:
         held |= _near_copies_held(pool, signals.near_copy_rows, params.quarantine_cap)
+    # Newcomer families together keep their best newcomer_quota notes in the running; the
+    # others are held: a spread attacker's fresh families crowd no pack, and a genuine new
+    # source's best note still competes (the rest is packed if the budget has room).
+    if mode != "relevance" and any(signals.newcomer):
+        held |= _newcomers_held(pool, names, signals.newcomer, params.newcomer_quota)
     for i, flag in enumerate(quarantined):
         if flag:
             regularizer[i] = -params.quarantine_penalty * signals.score[i]
@@ -301,6 +314,7 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
         "burst_span": signals.burst_span,
         "burst_lateness": signals.burst_lateness,
         "bound": signals.bound,
+        "newcomer": signals.newcomer,
     }
     records = tuple(
         frozen_from_fields(FamilyCalibration, dict(zip(columns, values, strict=True)))
@@ -323,6 +337,18 @@ def _near_copies_held(pool: Pool, rows: list[int], cap: int) -> frozenset[str]:
         if seen[family] > cap:
             held.add(candidates[row].note_id)
     return frozenset(held)
+
+
+def _newcomers_held(pool: Pool, names: list[str], newcomer: list[bool], quota: int) -> frozenset[str]:
+    """The newcomer families' notes past the ``quota`` best of them all by base score
+    (ties: pool order)."""
+    flagged = {name for name, flag in zip(names, newcomer, strict=True) if flag}
+    candidates = pool.candidates
+    rows = sorted(
+        (row for row, candidate in enumerate(candidates) if candidate.family in flagged),
+        key=lambda row: (-candidates[row].base_score, row),
+    )
+    return frozenset(candidates[row].note_id for row in rows[quota:])
 
 
 def _beta_reliability(
