@@ -1002,3 +1002,35 @@ def test_a_newcomer_in_a_logged_pack_is_explained_in_sql(
     # Every newcomer note left out is a rejection the view explains (the pack's scan
     # reached them all: 8 of the 10 genuine notes were packed after them).
     assert held == (2,)
+
+
+def test_a_writer_minting_fresh_families_gets_one_note_in_and_cannot_age_them(
+    dsn: str, tenants: psycopg.Connection[Any], roles: dict[str, str], hashing: HashingEmbedder
+) -> None:
+    # Namespace 'a' established a month ago by its owner; then a writer login role mints
+    # five fresh families, one paraphrased claim each.
+    clean = make_spans([text for _, text in CLEAN], family="wire", document_id="clean")
+    pgmem.ingest(tenants, clean, namespace="a", embedder=hashing)
+    simulate_arrival(tenants, "a", NAMESPACE_AGE)
+    fresh = [
+        pgmem.Span(document_id=f"fresh-{i}", text=text, start=0, end=len(text.encode()), family=f"src-{i}")
+        for i, text in enumerate(SPREAD)
+    ]
+    with as_role(dsn, roles["writer"], "a") as attacker:
+        pgmem.ingest(attacker, fresh, namespace="a", embedder=hashing)
+        # It cannot make its families look established: the write times and the families'
+        # first appearance are the database's.
+        for statement in (
+            "UPDATE pgmem.family_stats SET first_seen = now() - interval '60 days' WHERE family LIKE 'src-%'",
+            "UPDATE pgmem.notes SET created_at = now() - interval '60 days' WHERE family LIKE 'src-%'",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege), attacker.transaction():
+                attacker.execute(statement)
+    with as_role(dsn, roles["reader"], "a") as reader:
+        pack = pgmem.pack(reader, QUESTION, namespace="a", embedder=hashing)
+        assert {r.family for r in pack.diagnostics.families if r.newcomer} == {f"src-{i}" for i in range(5)}
+        assert sum(item.family.startswith("src-") for item in pack.items) == 1
+        off = pgmem.pack(
+            reader, QUESTION, namespace="a", embedder=hashing, calibration=CalibrationParams(newcomer_share=None)
+        )
+        assert sum(item.family.startswith("src-") for item in off.items) >= 4
