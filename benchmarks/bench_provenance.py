@@ -169,11 +169,13 @@ def run_condition(
     for question in corpus.questions:
         if not question.gold:
             continue
-        pool = fetch_pool(conn, session.request(question))
+        request = session.request(question)
+        pool = fetch_pool(conn, request)
         attacker = {c.family for c in pool.candidates if (c.external_id or c.note_id) in poisoned}
         for system, (params, mode) in SYSTEMS.items():
             calibration = calibrate(pool, params, mode)
-            items = rank_and_pack(pool, calibration, PackParams()).items
+            # As finish_pack packs: the hints' entity count gates the coverage weight.
+            items = rank_and_pack(pool, calibration, PackParams(), entities=len(request.hints.entities)).items
             results[system].append(
                 QuestionResult(
                     question_id=question.id,

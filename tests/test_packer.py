@@ -30,10 +30,12 @@ from golden_util import (
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from pgmem.embeddings import HashingEmbedder
 from pgmem.errors import ConfigurationError, InputError
 from pgmem.params import CalibrationParams, PackParams
 from pgmem.retrieval.calibrate import Calibration, calibrate
 from pgmem.retrieval.packer import PackResult, count_tokens, note_overlap, rank_and_pack
+from pgmem.retrieval.pipeline import finish_pack, prepare_pack
 from pgmem.retrieval.pool import Pool
 from pgmem.types import Candidate, PackItem
 
@@ -471,16 +473,22 @@ def test_pack_matches_scalar_reference_in_both_orders(
 # ------------------------------------------------------------------------ coverage
 
 
-def test_coverage_packs_a_note_for_each_of_the_question_s_aspects() -> None:
-    # Two notes on Caroline outscore the one on Melanie; with coverage on, the second
-    # pick covers the question word still uncovered (melanie) instead of repeating one.
+def _two_aspects() -> tuple[str, Pool]:
+    """Two notes on Caroline outscore the one on Melanie, for a question naming both."""
+    question = "What do Caroline and Melanie enjoy?"
     rows = [
         _note(1, "Caroline went hiking in the mountains", score=0.9),
         _note(2, "Caroline likes hiking with friends", score=0.85),
         _note(3, "Melanie paints landscapes", score=0.6),
         _note(4, "The weather was nice", score=0.1),
     ]
-    pool = Pool.from_candidates(rows, query="What do Caroline and Melanie enjoy?")
+    return question, Pool.from_candidates(rows, query=question)
+
+
+def test_coverage_packs_a_note_for_each_of_the_question_s_aspects() -> None:
+    # With coverage on, the second pick covers the question word still uncovered
+    # (melanie) instead of repeating one.
+    _, pool = _two_aspects()
     calibration = calibrate(pool, CalibrationParams(), "relevance")
     plain = rank_and_pack(pool, calibration, PackParams(budget=2))
     covered = rank_and_pack(pool, calibration, PackParams(budget=2, coverage=2.0))
@@ -495,6 +503,40 @@ def test_coverage_is_off_by_default_and_checked() -> None:
     assert PackParams().coverage == 0.0
     with pytest.raises(ConfigurationError, match="coverage"):
         PackParams(coverage=-0.1)
+
+
+def test_multi_entity_coverage_applies_from_two_entities_and_through_finish_pack() -> None:
+    question, pool = _two_aspects()
+    calibration = calibrate(pool, CalibrationParams(), "relevance")
+    params = PackParams(budget=2)
+    assert params.multi_entity_coverage == 2.0
+
+    def packed(entities: int, **changes: Any) -> list[str]:
+        chosen = rank_and_pack(pool, calibration, replace(params, **changes), entities=entities)
+        return [i.note_id[-1] for i in chosen.items]
+
+    # One entity named (or unknown): the plain scan; two: the default coverage weight.
+    assert packed(0) == packed(1) == ["1", "2"]
+    assert packed(2) == packed(3) == ["1", "3"]
+    assert packed(2, multi_entity_coverage=0.0) == ["1", "2"]
+    assert packed(1, coverage=2.0, multi_entity_coverage=0.0) == ["1", "3"]  # coverage applies whatever the count
+    with pytest.raises(ConfigurationError, match="multi_entity_coverage"):
+        PackParams(multi_entity_coverage=11.0)
+    # The read path counts the hints' entities: the question's (derived) and the caller's.
+    derived = prepare_pack(question, embedder=HashingEmbedder(), mode="relevance", budget=2)
+    assert len(derived.hints.entities) >= 2
+    assert [i.note_id[-1] for i in finish_pack(derived, pool).items] == ["1", "3"]
+    single = prepare_pack(question, embedder=HashingEmbedder(), mode="relevance", budget=2, derive_hints=False)
+    assert [i.note_id[-1] for i in finish_pack(single, pool).items] == ["1", "2"]
+    given = prepare_pack(
+        question,
+        embedder=HashingEmbedder(),
+        mode="relevance",
+        budget=2,
+        derive_hints=False,
+        entities=["Caroline", "Melanie"],
+    )
+    assert [i.note_id[-1] for i in finish_pack(given, pool).items] == ["1", "3"]
 
 
 def test_coverage_without_question_words_keeps_the_scan_order() -> None:

@@ -284,10 +284,15 @@ def recall(questions: list[Any], packs: list[list[str]]) -> tuple[float, dict[st
 def variants() -> dict[str, Variant]:
     """Name -> packs of a question (request, default pool, wide pool)."""
     found: dict[str, Variant] = {"default": lambda request, pool, wide: pack(request, pool)}
+    # The variants below measure one coverage rule each: the default's multi-entity
+    # coverage is off in them unless they set it.
+    found["no multi-entity coverage"] = partial(_packed_with, multi_entity_coverage=0.0)
     for weight in COVERAGE:
-        found[f"coverage {weight}"] = partial(_packed_with, coverage=weight)
+        found[f"coverage {weight}"] = partial(_packed_with, coverage=weight, multi_entity_coverage=0.0)
     for weight in COVERAGE[1:3]:
-        found[f"coverage {weight}, decayed"] = partial(_packed_with, coverage=weight, order="decayed")
+        found[f"coverage {weight}, decayed"] = partial(
+            _packed_with, coverage=weight, order="decayed", multi_entity_coverage=0.0
+        )
     for weight in ENTITY_COVERAGE:
         found[f"entity coverage {weight}"] = partial(_entity_covered, coverage=weight)
     for weight in (2.0, 3.0, 4.0):
@@ -324,10 +329,9 @@ def entity_words(question: str) -> frozenset[str]:
 
 
 def _gated(request: PackRequest, pool: Pool, wide: Pool, coverage: float) -> list[str]:
-    """Coverage only for questions naming two entities or more (several things to cover)."""
-    if len(request.hints.entities) < 2:
-        return pack(request, pool)
-    return pack(request, pool, coverage=coverage)
+    """Coverage only for questions naming two entities or more (several things to cover):
+    ``PackParams.multi_entity_coverage``, 2.0 by default since session 24."""
+    return pack(request, pool, multi_entity_coverage=coverage)
 
 
 def _entity_covered(request: PackRequest, pool: Pool, wide: Pool, coverage: float) -> list[str]:
@@ -335,7 +339,7 @@ def _entity_covered(request: PackRequest, pool: Pool, wide: Pool, coverage: floa
     aspects = packer.question_aspects
     packer.question_aspects = entity_words  # type: ignore[assignment]
     try:
-        return pack(request, pool, coverage=coverage)
+        return pack(request, pool, coverage=coverage, multi_entity_coverage=0.0)
     finally:
         packer.question_aspects = aspects
 

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pgmem.errors import InputError
-from pgmem.params import PackParams
+from pgmem.params import MULTI_ENTITY, PackParams
 from pgmem.retrieval.calibrate import Calibration
 from pgmem.retrieval.pool import Pool
 from pgmem.retrieval.words import content_words, word_list
@@ -100,6 +100,7 @@ def rank_and_pack(
     *,
     token_counter: Callable[[str], int] = count_tokens,
     reorder: Reorder | None = None,
+    entities: int = 0,
 ) -> PackResult:
     """Rank the pool's candidates and pack the evidence budget greedily.
 
@@ -142,6 +143,10 @@ def rank_and_pack(
         scan order and the scores picks are made by (a caller's re-ranker,
         :class:`pgmem.retrieval.rerank.TopReranking`). The reported ``final`` and
         ``decayed`` scores stay pgmem's, and every rule still applies to every pick.
+    entities : int, optional
+        How many entities the pack's hints name (default 0): from
+        :data:`~pgmem.params.MULTI_ENTITY` on, the coverage weight is the larger of
+        ``params.coverage`` and ``params.multi_entity_coverage``.
 
     Returns
     -------
@@ -200,7 +205,8 @@ def rank_and_pack(
     def decayed_score(index: int) -> float:
         return pick_scores[index] - params.overlap_decay * overlaps.largest(index)
 
-    coverage = _Coverage(pool, params.coverage) if params.coverage > 0 else None
+    weight = max(params.coverage, params.multi_entity_coverage if entities >= MULTI_ENTITY else 0.0)
+    coverage = _Coverage(pool, weight) if weight > 0 else None
 
     def picks() -> Iterator[tuple[bool, int]]:
         """(second pass?, candidate) in pick order."""

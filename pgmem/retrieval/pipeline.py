@@ -327,7 +327,7 @@ def finish_pack(request: PackRequest, pool: Pool, timings: Mapping[str, float] |
     reranking = (
         TopReranking(request.reranker, request.question, request.packing) if request.reranker is not None else None
     )
-    result = rank_and_pack(pool, calibrated, request.packing, reorder=reranking)
+    result = rank_and_pack(pool, calibrated, request.packing, reorder=reranking, entities=len(request.hints.entities))
     # Each rejection is explained like a packed item: its base score and regulariser.
     base_scores = {c.note_id: c.base_score for c in pool.candidates} if result.rejections else {}
     regularizer = calibrated.regularizer
