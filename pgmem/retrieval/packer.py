@@ -10,7 +10,6 @@ imports.
 
 from __future__ import annotations
 
-import functools
 import math
 import operator
 import re
@@ -25,7 +24,7 @@ from pgmem.errors import InputError
 from pgmem.params import MULTI_ENTITY, PackParams
 from pgmem.retrieval.calibrate import Calibration
 from pgmem.retrieval.pool import Pool
-from pgmem.retrieval.words import content_words, word_list
+from pgmem.retrieval.words import PoolWords, content_words, word_list
 from pgmem.types import Candidate, PackItem, Rejection, frozen_from_fields
 
 OVERLAP = "overlap"
@@ -210,20 +209,41 @@ def rank_and_pack(
 
     def picks() -> Iterator[tuple[bool, int]]:
         """(second pass?, candidate) in pick order."""
+        if coverage is not None and params.order != "decayed":
+            # The final score plus the coverage gain, over the scan order with the picked
+            # masked out: the first best is the earliest in the scan order, as below.
+            ranked = np.array(order, dtype=np.int64)
+            in_scan_order = pick[ranked]
+            taken = np.zeros(len(ranked), dtype=bool)
+            for _ in range(len(ranked)):
+                gains = coverage.gains(overlaps.selected)
+                if coverage.exhausted:
+                    break  # no gain left: the rest in the scan order
+                total = in_scan_order + gains[ranked]
+                total[taken] = -np.inf
+                position = int(np.argmax(total))
+                taken[position] = True
+                yield False, int(ranked[position])
+            yield from ((False, index) for index in ranked[~taken].tolist())
+            yield from second_pass()
+            return
         remaining = list(order)
         while remaining:
             position = 0
-            if params.order == "decayed" or coverage is not None:
-                # The remaining candidate with the best decayed score (or final score, in
-                # the seed's order) plus its coverage gain given what is packed (ties: the
-                # better final score, then the note id — the scan order).
-                if params.order == "decayed":
-                    scores = [decayed_score(index) for index in remaining]
-                    position = scores.index(max(scores))
+            if params.order == "decayed":
+                # The remaining candidate with the best decayed score plus its coverage
+                # gain given what is packed (ties: the better final score, then the note
+                # id — the scan order).
+                scores = [decayed_score(index) for index in remaining]
+                position = scores.index(max(scores))
                 if coverage is not None:
-                    base = np.array(scores) if params.order == "decayed" else pick[remaining]
-                    position = int(np.argmax(base + coverage.gains(overlaps.selected)[remaining]))
+                    gains = coverage.gains(overlaps.selected)[remaining]
+                    position = int(np.argmax(np.array(scores) + gains))
             yield False, remaining.pop(position)
+        yield from second_pass()
+
+    def second_pass() -> Iterator[tuple[bool, int]]:
+        """The deferred candidates picked again after all others."""
         if refill:
             # A colluding family never refills: near-copies of each other are no evidence.
             yield from ((True, index) for index in deferred if candidates[index].family not in colluding)
@@ -328,12 +348,6 @@ def rank_and_pack(
     return PackResult(tuple(items), tuple(rejections) + tuple(held.values()))
 
 
-@functools.lru_cache(maxsize=1 << 14)
-def _content_words(text: str) -> frozenset[str]:
-    # Notes and contexts (a speaker, a session, a title) come back pack after pack.
-    return content_words(text)
-
-
 def question_aspects(question: str) -> frozenset[str]:
     """The words of ``question`` a pack with coverage on tries to cover: its content words."""
     return content_words(question)
@@ -348,10 +362,11 @@ class _Coverage:
     def __init__(self, pool: Pool, weight: float) -> None:
         # A note's words include its context (a title, a session) as its lexemes do.
         question = sorted(question_aspects(pool.query))
-        hits = np.zeros((len(pool.candidates), len(question)), dtype=bool)
-        for row, candidate in enumerate(pool.candidates):
-            text, context = _content_words(candidate.text), _content_words(candidate.context)
-            hits[row] = [word in text or word in context for word in question]
+        # Which notes hold which question word, from word hashes: the texts' (read once
+        # per pool, shared with the alarm) and the contexts' (a speaker, a session, a
+        # title: hashed once per process).
+        contexts = PoolWords([candidate.context for candidate in pool.candidates])
+        hits = pool.words.holding(question) | contexts.holding(question)
         self.hits = hits[:, hits.any(axis=0)]
         self.numeric = self.hits.astype(np.float64)
         found = self.hits.sum(axis=0)
@@ -360,14 +375,20 @@ class _Coverage:
         self.weights = weight * idf / total if total > 0 else idf
         self.current: npt.NDArray[np.float64] = np.round(self.numeric @ self.weights, 12)
         self.counted = 0
+        self.covered = np.zeros(self.hits.shape[1], dtype=bool)
+        #: Every question word is covered: every gain is 0 from now on.
+        self.exhausted = not self.hits.any()
 
     def gains(self, selected: list[int]) -> npt.NDArray[np.float64]:
         """Every candidate's gain given the ``selected`` (packed) candidates."""
         if len(selected) > self.counted:
+            newly = self.hits[selected[self.counted :]].any(axis=0)
             self.counted = len(selected)
-            covered = self.hits[selected].any(axis=0)
-            # Rounded so that equal gains are equal whatever the summation order.
-            self.current = np.round(self.numeric @ np.where(covered, 0.0, self.weights), 12)
+            if (newly & ~self.covered).any():  # else no gain changes
+                self.covered |= newly
+                # Rounded so that equal gains are equal whatever the summation order.
+                self.current = np.round(self.numeric @ np.where(self.covered, 0.0, self.weights), 12)
+                self.exhausted = bool(self.covered.all())
         return self.current
 
 

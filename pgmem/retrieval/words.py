@@ -21,7 +21,7 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Final
 
 import numpy as np
@@ -193,8 +193,8 @@ class _WordHashes:
                     found[index] = memo[texts[index]]
         return found  # type: ignore[return-value]  # every text is known now
 
-    def hashes(self, words: frozenset[str]) -> list[int]:
-        """The hashes of ``words`` (any order)."""
+    def hashes(self, words: Collection[str]) -> list[int]:
+        """The hashes of ``words``, in their order."""
         with self._lock:
             vocabulary = self._vocabulary
             new = [word for word in words if word not in vocabulary]
@@ -269,6 +269,21 @@ class PoolWords:
         if found is None:
             found = self._id_sets[row] = frozenset(_unpacked(self._per_note[row]))
         return found
+
+    def holding(self, words: Sequence[str]) -> npt.NDArray[np.bool_]:
+        """Which notes hold each of ``words`` (content words): a notes × words matrix,
+        read from the notes' hashes (no tokenising)."""
+        held = np.zeros((self.size, len(words)), dtype=bool)
+        if not words or not len(self.content_ids):
+            return held
+        wanted = np.array(_WORD_HASHES.hashes(words), dtype=_HASH)
+        by_hash = np.argsort(wanted, kind="stable")
+        ordered = wanted[by_hash]
+        # Each entry's place among the wanted hashes: one search for all of them.
+        place = np.minimum(np.searchsorted(ordered, self.content_ids), len(ordered) - 1)
+        found = ordered[place] == self.content_ids
+        held[self.content_rows[found], by_hash[place[found]]] = True
+        return held
 
     def echo(self) -> _Array:
         """Share of the question's content words each note contains (0s for a question without any)."""
