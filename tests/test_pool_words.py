@@ -242,3 +242,19 @@ def _stage_one_row(pool: Pool, candidate: Candidate, family: FamilyAggregate) ->
         "namespace_note_count": pool.namespace_notes,
         "namespace_age_seconds": pool.namespace_age_seconds,
     }
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from([*TEXTS, "Caroline went hiking", "Melanie paints; Caroline hikes"]), max_size=10),
+    st.lists(
+        st.sampled_from(["caroline", "melanie", "hiking", "café", "naïve", "東京", "3", "14", "absent"]), unique=True
+    ),
+    st.booleans(),
+)
+def test_holding_says_which_notes_hold_each_word(texts: list[str], words: list[str], stored: bool) -> None:
+    # As stage one returns them (hashes where the database stores them) or tokenised here.
+    hashes = [word_hashes(t) if words_module.hashed_by_database(t) else None for t in texts] if stored else None
+    held = PoolWords(texts, hashes=hashes).holding(words)
+    assert held.shape == (len(texts), len(words))
+    assert held.tolist() == [[word in _content(text) for word in words] for text in texts]
