@@ -539,6 +539,28 @@ def test_multi_entity_coverage_applies_from_two_entities_and_through_finish_pack
     assert [i.note_id[-1] for i in finish_pack(given, pool).items] == ["1", "3"]
 
 
+def test_coverage_gives_an_alarmed_family_nothing() -> None:
+    # The Melanie note's family is alarmed (not quarantined): coverage must not lift it
+    # over the second Caroline note; in the relevance-only ablation it still does.
+    _, pool = _two_aspects()
+    pool = Pool.from_candidates(
+        [replace(c, family="tips") if c.note_id.endswith("3") else c for c in pool.candidates], query=pool.query
+    )
+    calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    alarmed = replace(
+        calibration,
+        families=tuple(replace(r, alarmed=r.family == "tips", regularizer=0.0) for r in calibration.families),
+    )
+    for mode, expected in (("calibrated", ["1", "2"]), ("relevance", ["1", "3"])):
+        chosen = rank_and_pack(pool, replace(alarmed, mode=mode), PackParams(budget=2, coverage=2.0))
+        assert [i.note_id[-1] for i in chosen.items] == expected, mode
+    unflagged = replace(alarmed, families=tuple(replace(r, alarmed=False) for r in alarmed.families))
+    assert [i.note_id[-1] for i in rank_and_pack(pool, unflagged, PackParams(budget=2, coverage=2.0)).items] == [
+        "1",
+        "3",
+    ]
+
+
 def test_coverage_without_question_words_keeps_the_scan_order() -> None:
     rows = [_note(i, f"note {i}", score=0.1 * i) for i in range(1, 5)]
     for question in ("", "What is it?", "Zebra?"):  # no words, stop words only, a word no note holds

@@ -205,7 +205,14 @@ def rank_and_pack(
         return pick_scores[index] - params.overlap_decay * overlaps.largest(index)
 
     weight = max(params.coverage, params.multi_entity_coverage if entities >= MULTI_ENTITY else 0.0)
-    coverage = _Coverage(pool, weight) if weight > 0 else None
+    # An alarmed family's notes gain nothing from coverage (the relevance-only ablation
+    # has no family term at all).
+    unrewarded = (
+        frozenset(record.family for record in calibration.families if record.alarmed)
+        if calibration.mode != "relevance"
+        else frozenset()
+    )
+    coverage = _Coverage(pool, weight, unrewarded) if weight > 0 else None
 
     def picks() -> Iterator[tuple[bool, int]]:
         """(second pass?, candidate) in pick order."""
@@ -357,9 +364,11 @@ class _Coverage:
     """The coverage gain of each candidate: ``weight`` times the idf-weighted share of the
     question's content words (those found in the pool, in a note's context or text) that
     it holds and no packed note holds yet. A word's weight is ``ln(1 + N / df)`` over the
-    pool's N notes, so a rare entity counts more than a word every candidate repeats."""
+    pool's N notes, so a rare entity counts more than a word every candidate repeats.
+    Notes of the ``unrewarded`` families (those the family alarm flagged) gain nothing and
+    cover nothing: no rule of the packer rewards an alarmed family."""
 
-    def __init__(self, pool: Pool, weight: float) -> None:
+    def __init__(self, pool: Pool, weight: float, unrewarded: frozenset[str] = frozenset()) -> None:
         # A note's words include its context (a title, a session) as its lexemes do.
         question = sorted(question_aspects(pool.query))
         # Which notes hold which question word, from word hashes: the texts' (read once
@@ -373,6 +382,9 @@ class _Coverage:
         idf = np.log1p(len(pool.candidates) / np.maximum(found, 1))
         total = float(idf.sum())
         self.weights = weight * idf / total if total > 0 else idf
+        if unrewarded:
+            self.hits[[row for row, c in enumerate(pool.candidates) if c.family in unrewarded]] = False
+            self.numeric = self.hits.astype(np.float64)
         self.current: npt.NDArray[np.float64] = np.round(self.numeric @ self.weights, 12)
         self.counted = 0
         self.covered = np.zeros(self.hits.shape[1], dtype=bool)
