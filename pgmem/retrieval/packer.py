@@ -205,10 +205,17 @@ def rank_and_pack(
         return pick_scores[index] - params.overlap_decay * overlaps.largest(index)
 
     weight = max(params.coverage, params.multi_entity_coverage if entities >= MULTI_ENTITY else 0.0)
-    # An alarmed family's notes gain nothing from coverage (the relevance-only ablation
-    # has no family term at all).
+    # A family the alarm flagged for itself (quarantined, or near-copies of each other)
+    # gains nothing from coverage; one flagged only for a note restating the question
+    # keeps it (that note is held, the family's other notes are its evidence). The
+    # relevance-only ablation has no family term at all.
     unrewarded = (
-        frozenset(record.family for record in calibration.families if record.alarmed)
+        frozenset(
+            record.family
+            for record in calibration.families
+            if record.quarantined
+            or (record.alarm_threshold is not None and record.alarmed and record.collusion >= record.alarm_threshold)
+        )
         if calibration.mode != "relevance"
         else frozenset()
     )
