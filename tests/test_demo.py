@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,7 @@ import psycopg
 from rich.console import Console
 
 import pgmem
+from pgmem.db.connection import embedded_server
 from pgmem.demo import load_corpus, run_demo
 
 
@@ -43,3 +46,19 @@ def test_connect_starts_and_migrates_the_embedded_server(tmp_path: Path) -> None
         pack = pgmem.pack(again, "Where is the data kept?", embedder="hashing")
         assert pack.items[0].text == text
     assert (home / "pgdata" / "PG_VERSION").exists()
+
+
+def test_the_embedded_server_stops_when_its_last_process_exits(tmp_path: Path) -> None:
+    # A fresh home is initialised, started, then restarted with the sized settings: the
+    # handle must follow the new postmaster, or it stops the old one (gone) at exit and
+    # leaves the running one behind (as every first run of make demo did).
+    home = tmp_path / "home"
+    server = embedded_server(home)
+    running = int((home / "pgdata" / "postmaster.pid").read_text().split()[0])
+    assert server.get_pid() == running
+    # And in a process of its own, fresh or not, the server stops with the process.
+    script = "import sys, pgmem; pgmem.connect(home=sys.argv[1]).close()"
+    for _ in range(2):
+        other = tmp_path / "other"
+        subprocess.run([sys.executable, "-c", script, str(other)], check=True, timeout=120)
+        assert not (other / "pgdata" / "postmaster.pid").exists()

@@ -70,6 +70,10 @@ def embedded_server(home: Path | None = None) -> Any:
 
                 write_server_settings(pgdata)
                 pg_ctl(["-w", "restart", "-m", "fast"], pgdata=pgdata, user=server.system_user)
+                # The restarted postmaster has a new pid: without reading it again the
+                # handle would stop the old one at exit (already gone) and leave this one
+                # running after the last process exits.
+                server.ensure_postgres_running()
         except Exception as exc:  # pgserver raises bare subprocess/OS errors
             raise DatabaseError(f"could not start the embedded PostgreSQL in {pgdata}: {exc}") from exc
         _servers[home] = server
