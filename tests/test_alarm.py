@@ -135,8 +135,11 @@ def test_no_mode_but_relevance_rewards_a_flagged_family(mode: Any) -> None:
     pool = _pool()
     attacker = calibrate(pool, CalibrationParams(), mode).family("attacker")
     assert attacker.quarantined and attacker.regularizer < 0
-    relevance = calibrate(pool, CalibrationParams(), "relevance").family("attacker")
-    assert relevance.alarmed and not relevance.quarantined and relevance.regularizer == 0.0
+    assert calibrate(pool, CalibrationParams(), mode).unrewarded == {"attacker"}
+    relevance = calibrate(pool, CalibrationParams(), "relevance")
+    attacker = relevance.family("attacker")
+    assert attacker.alarmed and not attacker.quarantined and attacker.regularizer == 0.0
+    assert not relevance.unrewarded  # the relevance-only ablation has no family term at all
 
 
 def test_quarantine_holds_in_a_degraded_pool() -> None:
@@ -228,6 +231,7 @@ def test_a_question_asked_before_is_held_back_and_its_family_keeps_its_evidence(
     calibration = calibrate(pool, CalibrationParams(), "calibrated")
     assert calibration.family("wire").question_restatement == pytest.approx(1.0)
     assert calibration.family("wire").alarmed and not calibration.quarantined
+    assert not calibration.unrewarded  # its evidence keeps every rule's reward, coverage's too
     packed = rank_and_pack(pool, calibration, PackParams(budget=8)).items
     assert len(packed) == 8 and QUESTION not in {item.text for item in packed}
     assert sum(item.family == "wire" for item in packed) == 3
@@ -694,6 +698,7 @@ def test_paraphrases_aimed_at_other_questions_are_held_and_leave_the_evidence_pa
     # colluding, and the family is not quarantined as a whole.
     assert attacker.collusion >= attacker.alarm_threshold and attacker.alarmed
     assert not attacker.colluding and not attacker.quarantined and attacker.regularizer < 0
+    assert calibration.unrewarded == {"attacker"}  # nor lifted by question coverage
     variants = [c for c in pool.candidates if c.family == "attacker"]
     assert calibration.held == {c.note_id for c in variants[1:]}  # the best is variants[0]
     packed = rank_and_pack(pool, calibration, PackParams(budget=8)).items

@@ -540,30 +540,24 @@ def test_multi_entity_coverage_applies_from_two_entities_and_through_finish_pack
 
 
 def test_coverage_gives_a_family_flagged_for_itself_nothing() -> None:
-    # The Melanie note's family is flagged: for near-copies of each other (collusion at
-    # the threshold) coverage must not lift it over the second Caroline note; flagged only
-    # for a note restating the question (that note is held, not this one) it still may;
-    # so may the relevance-only ablation.
+    # The Melanie note's family is one the calibration never rewards (quarantined, or
+    # near-copies of each other: Calibration.unrewarded, decided in calibrate and tested in
+    # test_alarm.py): coverage must not lift it over the second Caroline note; otherwise
+    # (flagged only for a note restating the question, or not at all) it still may.
     _, pool = _two_aspects()
     pool = Pool.from_candidates(
         [replace(c, family="tips") if c.note_id.endswith("3") else c for c in pool.candidates], query=pool.query
     )
     calibration = calibrate(pool, CalibrationParams(), "calibrated")
+    assert not calibration.unrewarded
 
-    def packed(mode: str, **flags: Any) -> list[str]:
-        records = tuple(
-            replace(r, regularizer=0.0, alarm_threshold=0.4, **(flags if r.family == "tips" else {}))
-            for r in calibration.families
-        )
-        chosen = rank_and_pack(
-            pool, replace(calibration, mode=mode, families=records), PackParams(budget=2, coverage=2.0)
-        )
-        return [i.note_id[-1] for i in chosen.items]
+    def packed(unrewarded: frozenset[str]) -> list[str]:
+        records = tuple(replace(r, regularizer=0.0) for r in calibration.families)
+        flagged = replace(calibration, families=records, unrewarded=unrewarded)
+        return [i.note_id[-1] for i in rank_and_pack(pool, flagged, PackParams(budget=2, coverage=2.0)).items]
 
-    assert packed("calibrated", alarmed=True, collusion=0.5) == ["1", "2"]
-    assert packed("calibrated", alarmed=True, quarantined=True) == ["1", "2"]
-    assert packed("calibrated", alarmed=True, question_restatement=0.9) == ["1", "3"]
-    assert packed("calibrated") == packed("relevance", alarmed=True, collusion=0.5) == ["1", "3"]
+    assert packed(frozenset({"tips"})) == ["1", "2"]
+    assert packed(frozenset()) == ["1", "3"]
 
 
 def test_coverage_without_question_words_keeps_the_scan_order() -> None:

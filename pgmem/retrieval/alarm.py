@@ -140,11 +140,8 @@ class FamilySignals:
     #: The share of the family's pool notes that are such near-copies (0 unless ``near_copies``).
     near_copy_share: list[float]
     #: The family is a newcomer (:func:`newcomers`): unbound, written late and recently,
-    #: with at most ``newcomer_limit`` notes in the namespace (all False when not asked).
+    #: far smaller than the pool's established families (all False when not asked).
     newcomer: list[bool]
-    #: The namespace size under which a late, recent family is a newcomer in this pool
-    #: (0 when the hold is off or the ages are unknown).
-    newcomer_limit: int
 
 
 def family_signals(
@@ -243,7 +240,7 @@ def family_signals(
         copies = (within >= threshold) & np.array(near_copies, dtype=bool)[family_of]
         members = np.bincount(family_of, minlength=len(families))
         near_copy_share = np.bincount(family_of[copies], minlength=len(families)) / np.maximum(members, 1)
-    newcomer, limit = newcomers(ordered, namespace_age, burst_window, recency_window, newcomer_share)
+    newcomer = newcomers(ordered, namespace_age, burst_window, recency_window, newcomer_share)
     # A bound family's notes are its writers': its restatement is reported, never held.
     scores = [
         score if bound_f else max(score, restatement, collusion if near else 0.0)
@@ -276,7 +273,6 @@ def family_signals(
         near_copies=near_copies,
         near_copy_share=near_copy_share.tolist(),
         newcomer=newcomer,
-        newcomer_limit=limit,
     )
 
 
@@ -286,8 +282,8 @@ def newcomers(
     window: float,
     recency_window: float,
     share: float | None,
-) -> tuple[list[bool], int]:
-    """Which ``families`` are newcomers, and the namespace size that made them so.
+) -> list[bool]:
+    """Which ``families`` are newcomers.
 
     A family arrived *late* when its first note was written ``window`` seconds or more
     after the namespace was created, and *recently* when less than ``recency_window``
@@ -295,12 +291,12 @@ def newcomers(
     enough to have a track record). A newcomer is a late, recent family that is not bound
     to writer roles and holds at most ``limit = max(1, floor(share * m))`` notes in the
     namespace, ``m`` the median namespace count of the pool's established families (1
-    without any): a new source far smaller than the namespace's sources. ``([False, ...],
-    0)`` when ``share`` is None or the ages are unknown; a family of unknown age or size
-    is never a newcomer.
+    without any): a new source far smaller than the namespace's sources. All False when
+    ``share`` is None or the ages are unknown; a family of unknown age or size is never a
+    newcomer.
     """
     if share is None or namespace_age is None:
-        return [False] * len(families), 0
+        return [False] * len(families)
     late = [
         family.age_seconds is not None
         and namespace_age - family.age_seconds >= window
@@ -313,11 +309,10 @@ def newcomers(
         if family.age_seconds is not None and not arrived_late and family.namespace_count > 0
     ]
     limit = max(1, math.floor(share * float(np.median(established)))) if established else 1
-    flags = [
+    return [
         arrived_late and not family.bound and 0 < family.namespace_count <= limit
         for family, arrived_late in zip(families, late, strict=True)
     ]
-    return flags, limit
 
 
 def _bursts(

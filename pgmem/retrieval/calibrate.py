@@ -63,10 +63,14 @@ class Calibration:
     quarantine_cap: int = 1
     #: ... and of a colluding one (which never refills a pack); None: collusion does not alarm.
     collusion_cap: int | None = None
-    #: Notes (ids) of unbound families held back for restating the question, or for being
-    #: near-copies of a family colluding outside a late burst: picked after every other
-    #: candidate (unless their family is quarantined: then as a quarantine).
+    #: Notes (ids) of unbound families held back for restating the question, for being
+    #: near-copies of a family colluding outside a late burst, or for being newcomers past
+    #: the pool's best: picked after every other candidate (unless their family is
+    #: quarantined: then as a quarantine).
     held: frozenset[str] = frozenset()
+    #: Families no rule may reward: quarantined, or near-copies of each other outside a late
+    #: burst (the packer's question coverage gives their notes nothing).
+    unrewarded: frozenset[str] = frozenset()
     _regularizers: Mapping[str, float] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -261,12 +265,19 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
     # The near-copies of a family colluding outside a late burst: its best ones (as many as
     # quarantine_cap) stay in the running, the others are held like a restating note.
     if guarding and signals.near_copy_rows:
-        held |= _near_copies_held(pool, signals.near_copy_rows, params.quarantine_cap)
+        held |= _past_best(pool, signals.near_copy_rows, params.quarantine_cap, per_family=True)
     # Newcomer families together keep their best newcomer_quota notes in the running; the
     # others are held: a spread attacker's fresh families crowd no pack, and a genuine new
     # source's best note still competes (the rest is packed if the budget has room).
     if mode != "relevance" and any(signals.newcomer):
-        held |= _newcomers_held(pool, names, signals.newcomer, params.newcomer_quota)
+        newcomers = {name for name, flag in zip(names, signals.newcomer, strict=True) if flag}
+        rows = [row for row, candidate in enumerate(pool.candidates) if candidate.family in newcomers]
+        held |= _past_best(pool, rows, params.newcomer_quota, per_family=False)
+    unrewarded = frozenset(
+        name
+        for name, flag, near in zip(names, quarantined, signals.near_copies, strict=True)
+        if flag or (guarding and near)
+    )
     for i, flag in enumerate(quarantined):
         if flag:
             regularizer[i] = -params.quarantine_penalty * signals.score[i]
@@ -320,35 +331,28 @@ def calibrate(pool: Pool, params: CalibrationParams, mode: Mode) -> Calibration:
         frozen_from_fields(FamilyCalibration, dict(zip(columns, values, strict=True)))
         for values in zip(*columns.values(), strict=True)
     )
-    return Calibration(mode, degraded, reasons, records, params.eps, params.quarantine_cap, params.collusion_cap, held)
+    return Calibration(
+        mode, degraded, reasons, records, params.eps, params.quarantine_cap, params.collusion_cap, held, unrewarded
+    )
 
 
-def _near_copies_held(pool: Pool, rows: list[int], cap: int) -> frozenset[str]:
-    """The near-copies of each family (``rows``, pool positions) past its ``cap`` best by
-    base score (ties: pool order): as many as a quarantine packs stay in the running, so a
-    templated writer whose notes answer the question keeps its best one."""
+def _past_best(pool: Pool, rows: list[int], cap: int, *, per_family: bool) -> frozenset[str]:
+    """The notes of ``rows`` (pool positions) past the ``cap`` best by base score (ties:
+    pool order), of each family or of them all together. Near-copies keep as many as a
+    quarantine packs (a templated writer whose notes answer the question keeps its best
+    one); newcomers keep the pool's best ``newcomer_quota`` together."""
     candidates = pool.candidates
-    order = sorted(rows, key=lambda row: (candidates[row].family, -candidates[row].base_score, row))
+
+    def group(row: int) -> str:
+        return candidates[row].family if per_family else ""
+
     seen: dict[str, int] = {}
     held: set[str] = set()
-    for row in order:
-        family = candidates[row].family
-        seen[family] = seen.get(family, 0) + 1
-        if seen[family] > cap:
+    for row in sorted(rows, key=lambda row: (group(row), -candidates[row].base_score, row)):
+        seen[group(row)] = seen.get(group(row), 0) + 1
+        if seen[group(row)] > cap:
             held.add(candidates[row].note_id)
     return frozenset(held)
-
-
-def _newcomers_held(pool: Pool, names: list[str], newcomer: list[bool], quota: int) -> frozenset[str]:
-    """The newcomer families' notes past the ``quota`` best of them all by base score
-    (ties: pool order)."""
-    flagged = {name for name, flag in zip(names, newcomer, strict=True) if flag}
-    candidates = pool.candidates
-    rows = sorted(
-        (row for row, candidate in enumerate(candidates) if candidate.family in flagged),
-        key=lambda row: (-candidates[row].base_score, row),
-    )
-    return frozenset(candidates[row].note_id for row in rows[quota:])
 
 
 def _beta_reliability(

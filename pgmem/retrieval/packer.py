@@ -205,21 +205,9 @@ def rank_and_pack(
         return pick_scores[index] - params.overlap_decay * overlaps.largest(index)
 
     weight = max(params.coverage, params.multi_entity_coverage if entities >= MULTI_ENTITY else 0.0)
-    # A family the alarm flagged for itself (quarantined, or near-copies of each other)
-    # gains nothing from coverage; one flagged only for a note restating the question
-    # keeps it (that note is held, the family's other notes are its evidence). The
-    # relevance-only ablation has no family term at all.
-    unrewarded = (
-        frozenset(
-            record.family
-            for record in calibration.families
-            if record.quarantined
-            or (record.alarm_threshold is not None and record.alarmed and record.collusion >= record.alarm_threshold)
-        )
-        if calibration.mode != "relevance"
-        else frozenset()
-    )
-    coverage = _Coverage(pool, weight, unrewarded) if weight > 0 else None
+    # A family the calibration never rewards (quarantined, or near-copies of each other)
+    # gains nothing from coverage either.
+    coverage = _Coverage(pool, weight, calibration.unrewarded) if weight > 0 else None
 
     def picks() -> Iterator[tuple[bool, int]]:
         """(second pass?, candidate) in pick order."""
@@ -372,8 +360,8 @@ class _Coverage:
     question's content words (those found in the pool, in a note's context or text) that
     it holds and no packed note holds yet. A word's weight is ``ln(1 + N / df)`` over the
     pool's N notes, so a rare entity counts more than a word every candidate repeats.
-    Notes of the ``unrewarded`` families (those the family alarm flagged) gain nothing and
-    cover nothing: no rule of the packer rewards an alarmed family."""
+    Notes of the ``unrewarded`` families (``Calibration.unrewarded``) gain nothing and cover
+    nothing: no rule of the packer rewards a family the calibration never rewards."""
 
     def __init__(self, pool: Pool, weight: float, unrewarded: frozenset[str] = frozenset()) -> None:
         # A note's words include its context (a title, a session) as its lexemes do.
