@@ -92,23 +92,44 @@ def stored_notes(conn: psycopg.Connection[Any]) -> int:
 
 
 def time_questions(
-    conn: psycopg.Connection[Any], model: str, questions: Sequence[str], vectors: np.ndarray
+    conn: psycopg.Connection[Any],
+    model: str,
+    questions: Sequence[str],
+    vectors: np.ndarray,
+    params: pgmem.StageOneParams | None = None,
 ) -> dict[str, dict[str, float]]:
     """Stage one for every question (its query vector of ``model`` in ``vectors``), twice;
     the percentiles of each pass in ms."""
-    params = pgmem.StageOneParams()
-    arguments = [
-        stage_one_arguments(NAMESPACE, model, vector, question, build_hints(question), params)
-        for question, vector in zip(questions, vectors, strict=True)
+    return time_interleaved(conn, model, questions, vectors, {"stage_one": params or pgmem.StageOneParams()})[
+        "stage_one"
     ]
-    passes: dict[str, dict[str, float]] = {}
-    for label in ("first_pass", "second_pass"):
-        times = []
-        for argument in arguments:
-            tick = time.perf_counter()
-            run_stage_one(conn, argument)
-            times.append((time.perf_counter() - tick) * 1000)
-        passes[label] = percentiles(times)
+
+
+def time_interleaved(
+    conn: psycopg.Connection[Any],
+    model: str,
+    questions: Sequence[str],
+    vectors: np.ndarray,
+    settings: dict[str, pgmem.StageOneParams],
+) -> dict[str, dict[str, dict[str, float]]]:
+    """:func:`time_questions` for each of ``settings``, their passes alternated (first passes
+    of every setting, then second passes), so that they share the machine's load."""
+    arguments = {
+        label: [
+            stage_one_arguments(NAMESPACE, model, vector, question, build_hints(question), params)
+            for question, vector in zip(questions, vectors, strict=True)
+        ]
+        for label, params in settings.items()
+    }
+    passes: dict[str, dict[str, dict[str, float]]] = {label: {} for label in settings}
+    for name in ("first_pass", "second_pass"):
+        for label, calls in arguments.items():
+            times = []
+            for argument in calls:
+                tick = time.perf_counter()
+                run_stage_one(conn, argument)
+                times.append((time.perf_counter() - tick) * 1000)
+            passes[label][name] = percentiles(times)
     return passes
 
 
@@ -214,6 +235,35 @@ def ann_recall(
     return results
 
 
+def pool_dense_recall(
+    conn: psycopg.Connection[Any],
+    model: str,
+    questions: Sequence[str],
+    queries: np.ndarray,
+    vectors: np.ndarray,
+    params: pgmem.StageOneParams,
+) -> dict[str, Any]:
+    """How much of the exact dense top ``k_dense`` stage one's pool holds with ``params``
+    (pgmem's defaults: its own ``ef_search`` for the namespace's size, iterative scan,
+    family cap): the ANN stage's recall as a pack sees it."""
+    k = params.k_dense
+    shares = []
+    for question, query_vector in zip(questions, queries, strict=True):
+        exact = set(np.argpartition(-(vectors @ query_vector), k)[:k].tolist())
+        pool = run_stage_one(
+            conn, stage_one_arguments(NAMESPACE, model, query_vector, question, build_hints(question), params)
+        )
+        found = {int(c.document_id[4:]) for c in pool.candidates if c.document_id.startswith("doc-")}
+        shares.append(len(found & exact) / k)
+    row = conn.execute(
+        "SELECT pgmem.hnsw_breadth_v1(model_id, note_count, %s, %s) FROM pgmem.namespaces WHERE namespace = %s",
+        (params.ef_search, params.ef_search_notes, NAMESPACE),
+    ).fetchone()
+    breadth = int(row[0]) if row else None
+    print(f"  stage one (ef_search {breadth}): its pool holds {np.mean(shares):.3f} of the exact top {k}", flush=True)
+    return {"recall": float(np.mean(shares)), "p10": float(np.percentile(shares, 10)), "k": k, "ef_search": breadth}
+
+
 def bulk_main(args: argparse.Namespace) -> None:
     """--bulk: one pgmem.bulk_load of --notes notes, then stage one, ANN recall and incremental ingest."""
     from embed_corpus import composition_agreement, corpus_vectors
@@ -261,10 +311,29 @@ def bulk_main(args: argparse.Namespace) -> None:
         out["lexeme_postings_bytes"] = int(
             conn.execute("SELECT pg_total_relation_size('pgmem.lexeme_postings')").fetchone()[0]
         )  # type: ignore[index]
-        passes = time_questions(conn, load_embedder.name, questions, query_vectors)
-        out["stage_one_ms"] = passes
-        print(f"stage one ({len(questions)} questions): {passes}", flush=True)
+        # pgmem's defaults, and a fixed HNSW breadth (ef_search at every size, as before
+        # migration 0025), alternated.
+        timed = time_interleaved(
+            conn,
+            load_embedder.name,
+            questions,
+            query_vectors,
+            {
+                "default": pgmem.StageOneParams(),
+                "fixed_breadth": pgmem.StageOneParams(ef_search_notes=None),
+            },
+        )
+        out["stage_one_ms"] = timed["default"]
+        out["stage_one_ms_fixed_breadth"] = timed["fixed_breadth"]
+        print(f"stage one ({len(questions)} questions): {timed}", flush=True)
         out["ann_recall"] = ann_recall(conn, vectors, query_vectors, args.ef_search, pgmem.StageOneParams().k_dense)
+        out["pool_dense_recall"] = {
+            label: pool_dense_recall(conn, load_embedder.name, questions, query_vectors, vectors, params)
+            for label, params in (
+                ("default", pgmem.StageOneParams()),
+                ("fixed_breadth", pgmem.StageOneParams(ef_search_notes=None)),
+            )
+        }
         rates = []
         for batch in range(args.incremental):
             first = args.notes + batch * args.incremental_batch

@@ -59,19 +59,23 @@ def before_function(migration: str = "0001") -> str:
     return re.sub(r"^CREATE (OR REPLACE )?FUNCTION pgmem\.", f"CREATE FUNCTION {SCHEMA}.", definition)
 
 
-def call_arguments(family_cap: bool = True) -> str:
+def call_arguments(family_cap: bool = True, breadth: bool = True) -> str:
     """The arguments of the ``stage_one`` statement's call (queries.sql; stage_one_pool_v1
     passes them on to stage_one_v1 unchanged), without the family cap's for a function older
-    than migration 0018."""
+    than migration 0018 and without ``ef_search_notes`` for one older than 0025."""
     queries = (ROOT / "sql" / "queries.sql").read_text(encoding="utf-8")
     start = queries.index("FROM pgmem.stage_one_pool_v1(") + len("FROM pgmem.stage_one_pool_v1(")
     arguments = queries[start : queries.index(") AS s;\n", start)]
-    return arguments if family_cap else arguments.replace(", family_candidates => %(family_candidates)s", "")
+    if not family_cap:
+        arguments = arguments.replace(", family_candidates => %(family_candidates)s", "")
+    if not breadth:
+        arguments = arguments.replace(",\n    ef_search_notes => %(ef_search_notes)s", "")
+    return arguments
 
 
-def call(schema: str, family_cap: bool = True) -> str:
+def call(schema: str, family_cap: bool = True, breadth: bool = True) -> str:
     """The ``stage_one`` statement's call of ``schema``'s stage_one_v1."""
-    return f"SELECT * FROM {schema}.stage_one_v1({call_arguments(family_cap)})"
+    return f"SELECT * FROM {schema}.stage_one_v1({call_arguments(family_cap, breadth)})"
 
 
 def add_question_set(parser: argparse.ArgumentParser) -> None:
@@ -154,7 +158,8 @@ def main() -> None:
         definition = before_function(args.before)
         conn.execute(definition)
         try:
-            statements = {"before": call(SCHEMA, "family_candidates" in definition), "after": call("pgmem")}
+            before = call(SCHEMA, "family_candidates" in definition, "ef_search_notes" in definition)
+            statements = {"before": before, "after": call("pgmem")}
             times: dict[str, list[float]] = {"before": [], "after": []}
             cpu: dict[str, list[float]] = {"before": [], "after": []}
             pid = conn.info.backend_pid

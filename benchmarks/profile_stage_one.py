@@ -286,7 +286,9 @@ def main() -> None:
     elif args.mode == "routes":
         function = _routed(_definition(args.migration))
     # A function older than 0018 has no family cap.
-    call_arguments = stage_one_call_arguments("family_candidates" in _definition(args.migration))
+    call_arguments = stage_one_call_arguments(
+        "family_candidates" in _definition(args.migration), "ef_search_notes" in _definition(args.migration)
+    )
     call = f"SELECT * FROM pg_temp.profiled({call_arguments})"
     embedder = get_embedder(args.embedder)
     notices: list[str] = []

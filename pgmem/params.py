@@ -80,7 +80,18 @@ class StageOneParams(_Params):
     k_lex : int
         Candidates taken from the BM25 lexical search (default 50, 0..1000; 0 turns it off).
     ef_search : int
-        HNSW search breadth; raised to ``k_dense`` when smaller (default 100).
+        HNSW search breadth for a graph of up to ``ef_search_notes`` notes; raised to
+        ``k_dense`` when smaller (default 100, 1..1000).
+    ef_search_notes : int or None
+        Above this many notes in the model's HNSW graph (every namespace of the model
+        shares it) the breadth grows in proportion to the graph's size:
+        ``ceil(ef_search * notes / ef_search_notes)``, at most 1000 (pgvector's limit),
+        never below ``ef_search`` (default 200,000, >= 1; None: ``ef_search`` at every
+        size). HNSW's recall at a fixed breadth falls as the graph grows; at ef_search
+        100 the dense top 50 held 0.95 of the exact top 50 at 200k MiniLM vectors, the
+        size that chose the default (docs/performance.md, "The ANN stage at a million
+        notes"). Namespaces ranked exactly (below ``pgmem.exact_dense_notes``) are not
+        affected.
     lex_max_terms : int
         At most this many query terms screen lexical candidates, the rarest first
         (default 8). All query terms still contribute to every candidate's BM25 score.
@@ -121,6 +132,7 @@ class StageOneParams(_Params):
     k_dense: int = 50
     k_lex: int = 50
     ef_search: int = 100
+    ef_search_notes: int | None = 200_000
     lex_max_terms: int = 8
     lex_max_postings: int = 5000
     bm25_k1: float = 1.2
@@ -139,6 +151,8 @@ class StageOneParams(_Params):
         whole("k_dense", self.k_dense, 1, 1000)
         whole("k_lex", self.k_lex, 0, 1000)
         whole("ef_search", self.ef_search, 1, 1000)
+        if self.ef_search_notes is not None:
+            whole("ef_search_notes", self.ef_search_notes, 1)
         whole("lex_max_terms", self.lex_max_terms, 1, 64)
         whole("lex_max_postings", self.lex_max_postings, 1)
         whole("neighbour_seeds", self.neighbour_seeds, 0, 100)

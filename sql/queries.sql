@@ -204,7 +204,8 @@ FROM pgmem.stage_one_pool_v1(
     keyword_hints => %(keyword_hints)s::text[], keyword_boost => %(keyword_boost)s,
     handle_hints => %(handle_hints)s::text[], handle_boost => %(handle_boost)s,
     link_weight => %(link_weight)s, roles => %(roles)s::text[], filter => %(filter)s::jsonb,
-    neighbour_seeds => %(neighbour_seeds)s, family_candidates => %(family_candidates)s) AS s;
+    neighbour_seeds => %(neighbour_seeds)s, family_candidates => %(family_candidates)s,
+    ef_search_notes => %(ef_search_notes)s) AS s;
 
 -- name: feedback --
 SELECT family, helpful, unhelpful

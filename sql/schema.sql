@@ -881,6 +881,34 @@ CREATE FUNCTION pgmem.word_hashes_v1(body text) RETURNS bytea
         CROSS JOIN LATERAL (SELECT substr(sha256(convert_to(w.word, 'UTF8')), 1, 8) AS digest) AS h)
     END;
 
+-- The HNSW breadth (hnsw.ef_search) of stage one's dense search: ef_search, grown with the graph.
+CREATE FUNCTION pgmem.hnsw_breadth_v1(p_model_id integer, p_namespace_notes bigint, ef_search integer,
+                                      ef_search_notes bigint) RETURNS integer
+    -- For a namespace of p_namespace_notes notes of model p_model_id. HNSW's recall at a
+    -- given breadth falls as its graph grows (recall@50 of the dense top k at ef_search
+    -- 100, MiniLM vectors: 0.987 at 10k notes, 0.951 at 200k, 0.84 at 1M;
+    -- docs/performance.md), so above ef_search_notes notes the breadth grows in
+    -- proportion to the graph's size: ceil(ef_search * notes / ef_search_notes), up to
+    -- pgvector's limit of 1000, never below ef_search (NULL ef_search_notes: ef_search).
+    -- The graph is the model's index, which every namespace of the model shares; its size
+    -- is the index's row count as the catalog last counted it (CREATE INDEX, ANALYZE:
+    -- autovacuum's keeps it within about a tenth of a growing table), or the namespace's
+    -- own when larger (a namespace never outgrows its graph). Reads only the catalog,
+    -- which every role may read.
+    --
+    --   SELECT pgmem.hnsw_breadth_v1(1, 1000000, 100, 200000);  -- 500
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT CASE
+        WHEN ef_search_notes IS NULL THEN ef_search
+        ELSE greatest(ef_search, least(1000, ceil(ef_search::numeric * greatest(
+            p_namespace_notes,
+            (SELECT c.reltuples::bigint FROM pg_class AS c
+             WHERE c.oid = to_regclass(format('pgmem.notes_embedding_hnsw_m%s', p_model_id))))
+            / ef_search_notes)::integer))
+    END
+$$;
+
 -- Stage one of the read path (DESIGN §3.1): the scored candidate pool of one query.
 CREATE FUNCTION pgmem.stage_one_v1(
     p_namespace text,
@@ -909,7 +937,8 @@ CREATE FUNCTION pgmem.stage_one_v1(
     roles text[] DEFAULT NULL,
     filter jsonb DEFAULT NULL,
     neighbour_seeds integer DEFAULT 10,
-    family_candidates integer DEFAULT 12
+    family_candidates integer DEFAULT 12,
+    ef_search_notes bigint DEFAULT 200000
 )
     RETURNS TABLE (
         note_id uuid,
@@ -1022,6 +1051,9 @@ DECLARE
     v_crowding text[];
     -- The families of the dense top k, nearest first.
     v_dense_families text[];
+    -- The HNSW search breadth: ef_search, in proportion to the graph's size above
+    -- ef_search_notes notes (step 3).
+    v_ef_search integer := ef_search;
     -- The caller's plan_cache_mode, put back after the lexical top k from postings.
     v_plan_mode text;
     v_nestloop text;
@@ -1033,6 +1065,10 @@ BEGIN
     END IF;
     IF family_candidates < 1 THEN
         RAISE EXCEPTION 'stage_one_v1: family_candidates must be >= 1 (or NULL: no cap), got %', family_candidates
+            USING ERRCODE = '22023';
+    END IF;
+    IF ef_search_notes < 1 THEN
+        RAISE EXCEPTION 'stage_one_v1: ef_search_notes must be >= 1 (or NULL: a fixed breadth), got %', ef_search_notes
             USING ERRCODE = '22023';
     END IF;
 
@@ -1069,6 +1105,9 @@ BEGIN
             v_exact_setting USING ERRCODE = '22023';
     END IF;
     v_exact_dense := v_model.note_count < coalesce(v_exact_setting::bigint, 6500);
+    IF NOT v_exact_dense THEN
+        v_ef_search := pgmem.hnsw_breadth_v1(v_model.model_id, v_model.note_count, ef_search, ef_search_notes);
+    END IF;
 
     -- 1. The query terms (static SQL: planned once per session), and those of them that
     -- screen the lexical candidates.
@@ -1207,8 +1246,10 @@ BEGIN
     -- Exact and unfiltered on a vector index, it is static SQL (planned once per session):
     -- the plain column orders like its dimension-typed cast.
     LOOP
-        -- ef_search must be at least k for HNSW to return k rows; local to this call.
-        PERFORM set_config('hnsw.ef_search', greatest(ef_search, v_fetch_dense)::text, true);
+        -- ef_search must be at least k for HNSW to return k rows (local to this call), and
+        -- at most pgvector's 1000: deeper searches (k_dense above 125 with a crowding
+        -- family) rely on the iterative scan, which goes on past ef_search.
+        PERFORM set_config('hnsw.ef_search', least(greatest(v_ef_search, v_fetch_dense), 1000)::text, true);
         IF v_exact_dense AND filter IS NULL AND v_model.index_type = 'vector' THEN
             IF family_candidates IS NULL THEN
                 v_dense := ARRAY(
@@ -1591,7 +1632,8 @@ CREATE FUNCTION pgmem.stage_one_pool_v1(
     roles text[] DEFAULT NULL,
     filter jsonb DEFAULT NULL,
     neighbour_seeds integer DEFAULT 10,
-    family_candidates integer DEFAULT 12
+    family_candidates integer DEFAULT 12,
+    ef_search_notes bigint DEFAULT 200000
 )
     RETURNS TABLE (
         note_id text,
@@ -1677,7 +1719,8 @@ BEGIN
         keyword_hints => keyword_hints, keyword_boost => keyword_boost,
         handle_hints => handle_hints, handle_boost => handle_boost,
         link_weight => link_weight, roles => roles, filter => filter,
-        neighbour_seeds => neighbour_seeds, family_candidates => family_candidates) AS s
+        neighbour_seeds => neighbour_seeds, family_candidates => family_candidates,
+        ef_search_notes => ef_search_notes) AS s
     LEFT JOIN pgmem.family_reliability AS r ON r.namespace = p_namespace AND r.family = s.family
     LEFT JOIN pgmem.namespaces AS t ON t.namespace = p_namespace
     LEFT JOIN pgmem.family_stats AS fs ON fs.namespace = p_namespace AND fs.family = s.family;
@@ -2800,8 +2843,8 @@ GRANT INSERT ON pgmem.pack_log, pgmem.pack_log_families, pgmem.pack_log_items, p
 GRANT EXECUTE ON FUNCTION pgmem.tsvector_token_count, pgmem.note_lexemes, pgmem.bm25_term_v1, pgmem.bm25_v1,
     pgmem.filter_value_v1, pgmem.compile_filter_v1, pgmem.group_role_v1, pgmem.may_use_namespace_v1,
     pgmem.session_namespace_v1, pgmem.may_write_family_v1, pgmem.lexical_bound_v1, pgmem.family_spread_v1,
-    pgmem.notes_outside_v1, pgmem.stage_one_v1, pgmem.stage_one_pool_v1, pgmem.log_pack_v1, pgmem.log_pack_v2,
-    pgmem.check_family_writers_v1, pgmem.word_hashes_v1
+    pgmem.notes_outside_v1, pgmem.hnsw_breadth_v1, pgmem.stage_one_v1, pgmem.stage_one_pool_v1,
+    pgmem.log_pack_v1, pgmem.log_pack_v2, pgmem.check_family_writers_v1, pgmem.word_hashes_v1
     TO pgmem_reader;
 
 -- Writers: notes, feedback, supersede requests and compaction telemetry, by column. Who

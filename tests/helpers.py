@@ -132,12 +132,15 @@ class FakeChatServer:
 def stage_one_call(schema: str, *, family_cap: bool = True) -> str:
     """A call of ``schema``'s stage_one_v1 with the ``stage_one`` statement's arguments
     (queries.sql: its stage_one_pool_v1 passes them on unchanged); without the
-    ``family_candidates`` argument for a function older than migration 0018."""
+    ``family_candidates`` argument for a function older than migration 0018, and without
+    ``ef_search_notes`` (migration 0025) for any but the current one (schema pgmem)."""
     queries = (Path(__file__).resolve().parents[1] / "sql" / "queries.sql").read_text(encoding="utf-8")
     start = queries.index("FROM pgmem.stage_one_pool_v1(") + len("FROM pgmem.stage_one_pool_v1(")
     arguments = queries[start : queries.index(") AS s;\n", start)]
     if not family_cap:
         arguments = arguments.replace(", family_candidates => %(family_candidates)s", "")
+    if schema != "pgmem":
+        arguments = arguments.replace(",\n    ef_search_notes => %(ef_search_notes)s", "")
     return f"SELECT * FROM {schema}.stage_one_v1({arguments})"
 
 
