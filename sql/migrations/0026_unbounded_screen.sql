@@ -280,24 +280,17 @@ BEGIN
         ELSE
             v_fetch_lex := CASE WHEN family_candidates IS NULL THEN k_lex ELSE 4 * k_lex END;
             IF roles IS NULL AND filter IS NULL THEN
-                -- Every screened note: the ranking below reads every query term's postings
-                -- whatever it is given, so the bound's pruning saved little, and its
-                -- completion of the best 2k partial scores (an index probe per note and
-                -- other term) cost more: at a million notes it kept every screened note
-                -- for 164 of 200 questions (migration 0026).
+                -- No row filter: every screened note, ranked from the query terms'
+                -- postings, no bound read (migration 0026): the ranking reads every query
+                -- term's postings whatever it is given, so the bound's pruning saved
+                -- little, and its completion of the best 2k partial scores (an index probe
+                -- per note and other term) cost more: at a million notes it kept every
+                -- screened note for 164 of 200 questions.
                 SELECT coalesce(array_agg(DISTINCT p.note_id), '{}')
                 INTO v_lexical_kept
                 FROM pgmem.lexeme_postings AS p
                 WHERE p.namespace = p_namespace AND p.lexeme = ANY (v_screen_terms);
-            ELSE
-                SELECT l.kept_notes, l.score_floor, l.screened_notes
-                INTO v_lexical_kept, v_lexical_floor, v_lexical_screened
-                FROM pgmem.lexical_bound_v1(p_namespace, v_screen_terms, v_screen_idf, coalesce(v_other_terms, '{}'),
-                                            coalesce(v_other_idf, '{}'), v_fetch_lex, bm25_k1, bm25_b, v_average_length) AS l;
-            END IF;
-            IF roles IS NULL AND filter IS NULL AND v_lexical_kept IS NOT NULL THEN
-                -- No row filter: the kept notes are ranked from the query terms' postings,
-                -- no note visited and no dynamic statement; the scores are bm25_v1's bit
+                -- No note visited and no dynamic statement; the scores are bm25_v1's bit
                 -- for bit, as above. The order and the family spread are the candidate
                 -- search's below, whose rows they are. Planned once per session, and as a
                 -- hash join of each term's postings (read in index order) to the kept
@@ -328,13 +321,18 @@ BEGIN
                 SELECT f.notes INTO v_lexical_top
                 FROM pgmem.family_spread_v1(p_namespace, v_lexical_top, family_candidates, k_lex) AS f;
                 v_lexical_kept := NULL;
-                v_lexical_floor := NULL;
-            -- Notes fetched by key cost more each than a bitmap scan of the screened ones:
-            -- when the bound leaves out less than half, the search of every screened
-            -- note (the same rows) is the cheaper one.
-            ELSIF cardinality(v_lexical_kept) * 2 > v_lexical_screened THEN
-                v_lexical_kept := NULL;
-                v_lexical_floor := NULL;
+            ELSE
+                SELECT l.kept_notes, l.score_floor, l.screened_notes
+                INTO v_lexical_kept, v_lexical_floor, v_lexical_screened
+                FROM pgmem.lexical_bound_v1(p_namespace, v_screen_terms, v_screen_idf, coalesce(v_other_terms, '{}'),
+                                            coalesce(v_other_idf, '{}'), v_fetch_lex, bm25_k1, bm25_b, v_average_length) AS l;
+                -- Notes fetched by key cost more each than a bitmap scan of the screened ones:
+                -- when the bound leaves out less than half, the search of every screened
+                -- note (the same rows) is the cheaper one.
+                IF cardinality(v_lexical_kept) * 2 > v_lexical_screened THEN
+                    v_lexical_kept := NULL;
+                    v_lexical_floor := NULL;
+                END IF;
             END IF;
         END IF;
     END IF;
