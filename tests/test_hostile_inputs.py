@@ -112,7 +112,13 @@ def test_pack_refuses_hostile_arguments_before_the_database(
     conn: psycopg.Connection[Any], hashing: HashingEmbedder, arguments: dict[str, Any]
 ) -> None:
     arguments = {"question": "what about Ada?"} | arguments
-    only_pgmem_checks(pgmem.pack, conn, embedder=hashing, log=True, **arguments)
+    try:
+        only_pgmem_checks(pgmem.pack, conn, embedder=hashing, log=True, **arguments)
+    except pgmem.DatabaseError as exc:
+        # A valid timeout shorter than the pack (5e-324 s) is honoured: the statement is
+        # cancelled, or not when it ends first (a race a fast machine wins at times).
+        if "timeout" not in arguments or "exceeded its timeout" not in str(exc):
+            raise
 
 
 SPAN_FIELDS = st.fixed_dictionaries(
