@@ -1018,8 +1018,11 @@ DECLARE
     -- The postings of the screen terms and of the other query terms (summed df).
     v_screen_postings bigint;
     v_other_postings bigint;
-    -- The lexical top k itself, best first, when it was ranked from postings alone.
+    -- The lexical top k itself, best first, when it was ranked from postings alone; and the
+    -- ranking it is spread from (as deep as the family cap's deepest spread).
     v_lexical_top uuid[];
+    v_lexical_ranked uuid[];
+    v_depth integer;
     v_average_length double precision;
     v_entity_hints text[] := (SELECT coalesce(array_agg(DISTINCT lower(h)), '{}') FROM unnest(entity_hints) AS h);
     -- Which notes may be candidates: the namespace's model, the caller's roles and
@@ -1149,30 +1152,42 @@ BEGIN
             -- Planned once per session: with its arrays' lengths known, a custom plan
             -- looks cheaper than the generic one (whose shape is the same: the postings
             -- of each query term by key), so it was planned again on every call.
+            -- Ranked 2k deep (k without a cap): the cost is reading and summing the
+            -- postings, whatever the depth, and the order is total (score, then id), so each
+            -- spread reads a prefix of the ranking, which is what a search that deep
+            -- returns. A family crowding the first k is mostly spread out by the next k; if
+            -- not, it is ranked once more, as deep as the deepest spread (8k). Migration 0027:
+            -- the search was run again at 2k, 4k and 8k while a family crowded the list.
             v_plan_mode := current_setting('plan_cache_mode');
-            PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
+            v_depth := CASE WHEN family_candidates IS NULL THEN v_fetch_lex ELSE 2 * v_fetch_lex END;
+            <<ranking>>
             LOOP
-                SELECT coalesce(array_agg(s.note_id ORDER BY s.score DESC, s.note_id), '{}')
-                INTO v_lexical_top
-                FROM (SELECT p.note_id,
-                             sum(pgmem.bm25_term_v1(q.idf, p.term_frequency, bm25_k1, bm25_b, p.lexeme_count,
-                                                    v_average_length) ORDER BY p.lexeme COLLATE "C") AS score
-                      FROM unnest(v_terms, v_idf) AS q (lexeme, idf)
-                      JOIN pgmem.lexeme_postings AS p ON p.namespace = p_namespace AND p.lexeme = q.lexeme
-                      GROUP BY p.note_id
-                      HAVING bool_or(p.lexeme = ANY (v_screen_terms))
-                      ORDER BY score DESC, p.note_id
-                      LIMIT v_fetch_lex) AS s;
-                EXIT WHEN family_candidates IS NULL;
-                v_found := cardinality(v_lexical_top);
-                SELECT f.notes, f.under_cap, f.other_notes, f.crowding
-                INTO v_lexical_top, v_under, v_others, v_crowding
-                FROM pgmem.family_spread_v1(p_namespace, v_lexical_top, family_candidates, k_lex) AS f;
-                EXIT WHEN v_under >= k_lex OR v_found < v_fetch_lex OR v_fetch_lex >= 8 * k_lex
-                          OR v_others >= pgmem.notes_outside_v1(p_namespace, v_crowding);
-                v_fetch_lex := 2 * v_fetch_lex;
+                PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
+                -- ARRAY(...) keeps its rows' order: no second sort of the ranked ids.
+                v_lexical_ranked := ARRAY(
+                    SELECT p.note_id
+                    FROM unnest(v_terms, v_idf) AS q (lexeme, idf)
+                    JOIN pgmem.lexeme_postings AS p ON p.namespace = p_namespace AND p.lexeme = q.lexeme
+                    GROUP BY p.note_id
+                    HAVING bool_or(p.lexeme = ANY (v_screen_terms))
+                    ORDER BY sum(pgmem.bm25_term_v1(q.idf, p.term_frequency, bm25_k1, bm25_b, p.lexeme_count,
+                                                    v_average_length) ORDER BY p.lexeme COLLATE "C") DESC, p.note_id
+                    LIMIT v_depth);
+                PERFORM set_config('plan_cache_mode', v_plan_mode, true);
+                LOOP
+                    v_lexical_top := v_lexical_ranked[1:v_fetch_lex];
+                    EXIT ranking WHEN family_candidates IS NULL;
+                    v_found := cardinality(v_lexical_top);
+                    SELECT f.notes, f.under_cap, f.other_notes, f.crowding
+                    INTO v_lexical_top, v_under, v_others, v_crowding
+                    FROM pgmem.family_spread_v1(p_namespace, v_lexical_top, family_candidates, k_lex) AS f;
+                    EXIT ranking WHEN v_under >= k_lex OR v_found < v_fetch_lex OR v_fetch_lex >= 8 * k_lex
+                                      OR v_others >= pgmem.notes_outside_v1(p_namespace, v_crowding);
+                    v_fetch_lex := 2 * v_fetch_lex;
+                    EXIT WHEN v_fetch_lex > v_depth;
+                END LOOP;
+                v_depth := 8 * k_lex;
             END LOOP;
-            PERFORM set_config('plan_cache_mode', v_plan_mode, true);
         ELSE
             v_fetch_lex := CASE WHEN family_candidates IS NULL THEN k_lex ELSE 4 * k_lex END;
             IF roles IS NULL AND filter IS NULL THEN

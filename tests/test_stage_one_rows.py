@@ -54,8 +54,9 @@ def crowded(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> psycopg.
     return conn
 
 
-def _compare(conn: psycopg.Connection[Any], arguments: dict[str, Any]) -> list[dict[str, Any]]:
-    old = conn.execute(stage_one_call(BEFORE), arguments).fetchall()
+def _compare(conn: psycopg.Connection[Any], arguments: dict[str, Any], before: str = BEFORE) -> list[dict[str, Any]]:
+    """The current function's rows, checked against those of ``before``'s copy (same notes, same order)."""
+    old = conn.execute(stage_one_call(before), arguments).fetchall()
     new = conn.execute(stage_one_call("pgmem"), arguments).fetchall()
     assert old
     assert [row["note_id"] for row in new] == [row["note_id"] for row in old]
