@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_stage_one_ab import add_question_set, backend_cpu_ms, question_set
+from bench_stage_one_ab import add_question_set, question_set, server_cpu
 from psycopg.rows import tuple_row
 
 import pgmem
@@ -104,14 +104,10 @@ def percentiles(values: list[float]) -> str:
 
 
 def timed(conn: Any, statement: str, arguments: dict[str, Any], prepare: bool) -> float:
-    """Server CPU (ms) of one call; its rows are read and dropped."""
-    pid = conn.info.backend_pid
-    started = backend_cpu_ms(pid)
-    conn.cursor(row_factory=tuple_row).execute(statement, arguments, prepare=prepare, binary=True).fetchall()
-    ended = backend_cpu_ms(pid)
-    if started is None or ended is None:
-        raise SystemExit("cannot read the server's CPU time (/proc/PID/schedstat): run the server on this machine")
-    return ended - started
+    """Server CPU (ms) of one call (bench_stage_one_ab.server_cpu); its rows are read and dropped."""
+    cursor = conn.cursor(row_factory=tuple_row)
+    _, spent = server_cpu(conn.info.backend_pid, "--mode", cursor, statement, arguments, prepare=prepare, binary=True)
+    return spent
 
 
 def floor(conn: Any, namespace: str, calls: list[dict[str, Any]], passes: int = 2) -> None:

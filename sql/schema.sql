@@ -1019,7 +1019,7 @@ DECLARE
     v_screen_postings bigint;
     v_other_postings bigint;
     -- The lexical top k itself, best first, when it was ranked from postings alone; and the
-    -- ranking it is spread from (as deep as the family cap's deepest spread).
+    -- ranking the family cap spreads it from, and how deep that ranking went (2k, then 8k).
     v_lexical_top uuid[];
     v_lexical_ranked uuid[];
     v_depth integer;

@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from helpers import stage_one_as_of, stage_one_call
+from helpers import as_role, stage_one_as_of, stage_one_call
 from psycopg.rows import dict_row
 from test_stage_one_rows import _compare
 
@@ -99,3 +99,28 @@ def test_the_loud_family_makes_the_spread_go_deep(loud: psycopg.Connection[Any],
     uncapped = families(pgmem.StageOneParams(k_dense=1, k_lex=10, family_candidates=None, neighbour_seeds=0))
     assert uncapped.count("loud") > 2
     assert sum(family != "loud" for family in capped) > sum(family != "loud" for family in uncapped)
+
+
+def test_a_reader_cannot_rank_another_tenants_crowded_notes(
+    tenants: psycopg.Connection[Any], hashing: HashingEmbedder, dsn: str, roles: dict[str, str]
+) -> None:
+    """As an attacker with a login role would try: a reader of namespace 'a' asks for the
+    other tenant's crowded namespace on the route that ranks and spreads (a cap of 1, deep
+    spreads) and gets nothing; asking for its own, it sees only its own notes."""
+    pgmem.ingest(tenants, _spans(), namespace="b", embedder=hashing)
+    question = QUESTIONS[0]
+    params = pgmem.StageOneParams(k_dense=4, k_lex=10, family_candidates=1)
+    with as_role(dsn, roles["reader"], "a") as reader:
+        for namespace in ("b", "a"):
+            arguments = stage_one_arguments(
+                namespace, hashing.name, hashing.embed([question])[0], question, build_hints(question), params
+            )
+            texts = [row[5] for row in reader.execute(stage_one_call("pgmem"), arguments).fetchall()]
+            assert not any("volunteers" in text for text in texts), namespace
+    own = stage_one_arguments(
+        "a", hashing.name, hashing.embed(["launch code"])[0], "launch code", build_hints("launch code"), params
+    )
+    with as_role(dsn, roles["reader"], "a") as reader:
+        assert [row[5] for row in reader.execute(stage_one_call("pgmem"), own).fetchall()] == [
+            "Alpha tenant secret: the launch code is 1234."
+        ]
