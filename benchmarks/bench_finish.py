@@ -26,7 +26,7 @@ import statistics
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +36,7 @@ from pgmem.embeddings import HashingEmbedder
 from pgmem.eval import load_locomo
 from pgmem.retrieval.pipeline import finish_pack, prepare_pack
 from pgmem.retrieval.pool import Pool
-from pgmem.types import Candidate
+from pgmem.types import Candidate, Span
 
 LOCOMO = Path("/work/shared/data/locomo/locomo_dev5.json")
 _WORD = re.compile(r"\w+")
@@ -45,17 +45,40 @@ _WORD = re.compile(r"\w+")
 def locomo_pools(path: Path, rows: int, count: int) -> list[Pool]:
     """``count`` pools of ``rows`` turns, one per question of the first conversations."""
     corpus = load_locomo(path)
+    per_conversation = max(1, count // len(corpus.spans))
+    groups = [
+        (spans, [q.question for q in corpus.questions if q.namespace == namespace][:per_conversation])
+        for namespace, spans in corpus.spans.items()
+    ]
+    return scored_pools(groups, rows, role="dialogue", contexts=False)[:count]
+
+
+def demo_pools(rows: int, count: int) -> list[Pool]:
+    """``count`` pools of at most ``rows`` facts of the demo corpus (MultiHop-RAG news: long
+    questions naming several entities, so multi-entity coverage packs them), one per question."""
+    from pgmem.demo import load_corpus
+
+    spans, questions = load_corpus()
+    return scored_pools([(spans, [q.question for q in questions[:count]])], rows, role="fact", contexts=True)
+
+
+def scored_pools(
+    groups: Sequence[tuple[Sequence[Span], Sequence[str]]], rows: int, *, role: str, contexts: bool
+) -> list[Pool]:
+    """For each (spans, questions) group, a pool per question: the spans scored by
+    hashing-embedder cosine plus a small word-overlap term (as stage one's lexical side),
+    the best ``rows`` of them, families as the spans', the group's family counts; each
+    note's context kept when ``contexts`` (else empty)."""
     embedder = HashingEmbedder()
     pools: list[Pool] = []
-    for namespace, spans in corpus.spans.items():
-        questions = [q for q in corpus.questions if q.namespace == namespace][: max(1, count // len(corpus.spans))]
+    for spans, questions in groups:
         texts = [span.text for span in spans]
         vectors = embedder.embed(texts)
         words = [set(_WORD.findall(text.lower())) for text in texts]
         counts = Counter(span.family for span in spans)
         for question in questions:
-            query_words = set(_WORD.findall(question.question.lower()))
-            dense = vectors @ embedder.embed([question.question])[0]
+            query_words = set(_WORD.findall(question.lower()))
+            dense = vectors @ embedder.embed([question])[0]
             lexical = np.array([len(query_words & w) / max(len(query_words), 1) for w in words])
             scores = 0.8 * dense + 0.2 * lexical
             best = np.argsort(-scores, kind="stable")[:rows]
@@ -67,9 +90,9 @@ def locomo_pools(path: Path, rows: int, count: int) -> list[Pool]:
                     span_start=spans[i].start,
                     span_end=spans[i].end,
                     text=spans[i].text,
-                    context="",
+                    context=(spans[i].context or "") if contexts else "",
                     family=spans[i].family,
-                    role="dialogue",
+                    role=role,
                     confidence=0.7,
                     source_ts=None,
                     dense_score=float(dense[i]),
@@ -80,8 +103,8 @@ def locomo_pools(path: Path, rows: int, count: int) -> list[Pool]:
                 )
                 for i in best
             ]
-            pools.append(Pool.from_candidates(candidates, query=question.question, namespace_counts=counts))
-    return pools[:count]
+            pools.append(Pool.from_candidates(candidates, query=question, namespace_counts=counts))
+    return pools
 
 
 def synthetic_pools(rows: int) -> list[Pool]:
@@ -132,12 +155,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--data", type=Path, default=LOCOMO)
     parser.add_argument(
+        "--corpus", choices=("locomo", "demo"), default="locomo", help="whose pools: LoCoMo's (default) or the demo's"
+    )
+    parser.add_argument(
         "--cold", action="store_true", help="forget every note's words before each call (no per-process memo)"
     )
     parser.add_argument("--no-hashes", action="store_true", help="candidates without stored word hashes")
     args = parser.parse_args()
     forget = _forgetter() if args.cold else None
-    if args.data.is_file():
+    if args.corpus == "demo":
+        pools, origin = demo_pools(args.rows, args.pools), "the demo corpus (MultiHop-RAG)"
+    elif args.data.is_file():
         pools, origin = locomo_pools(args.data, args.rows, args.pools), f"LoCoMo {args.data.name}"
     else:
         pools, origin = synthetic_pools(args.rows), "synthetic (bench_pack_python)"

@@ -2,12 +2,14 @@
 
 On a shared machine the load changes between two runs of ``bench_finish.py``; here both
 trees are imported side by side (each with its own modules and word memo), build the
-same LoCoMo pools, and run blocks of ``--calls`` calls in turn (A B, B A, ...), so every
+same pools, and run blocks of ``--calls`` calls in turn (A B, B A, ...), so every
 pair of neighbouring blocks sees nearly the same load. It prints each tree's median CPU
 per call and the per-block ratio B/A (median and quartiles)::
 
     python benchmarks/bench_finish_ab.py /path/to/before /path/to/after --blocks 24 --calls 100 [--cold]
 
+``--corpus demo`` builds the pools from the demo corpus instead (MultiHop-RAG news facts,
+long questions naming several entities: multi-entity coverage on).
 ``--turn-documents`` makes each turn its own document, so that the sessions (families)
 span documents and the alarm reads every note's same-family near-duplicates.
 
@@ -31,7 +33,7 @@ from typing import Any
 
 
 def load_tree(
-    tree: str, pool_count: int, hashes: bool, texts_only: bool, turn_documents: bool = False
+    tree: str, pool_count: int, hashes: bool, texts_only: bool, turn_documents: bool = False, corpus: str = "locomo"
 ) -> tuple[Any, Any, list[Any], list[Any]]:
     """Import pgmem from ``tree`` (fresh modules) and build its pools and requests."""
     for name in [m for m in sys.modules if m == "pgmem" or m.startswith("pgmem.") or m == "bench_finish"]:
@@ -46,7 +48,8 @@ def load_tree(
         sys.path.remove(tree)
     if not bench.pgmem.__file__.startswith(tree):
         raise SystemExit(f"pgmem was not imported from {tree}: {bench.pgmem.__file__}")
-    pools = bench.locomo_pools(bench.LOCOMO, 128, pool_count)
+    demo = corpus == "demo"
+    pools = bench.demo_pools(128, pool_count) if demo else bench.locomo_pools(bench.LOCOMO, 128, pool_count)
     if hashes and hasattr(words, "word_hashes"):
         pools = [with_stored_hashes(pool, words) for pool in pools]
     if turn_documents:
@@ -80,7 +83,10 @@ def main() -> None:
     parser.add_argument("trees", nargs=2, help="tree A (before) and tree B (after)")
     parser.add_argument("--blocks", type=int, default=24, help="blocks per tree (24)")
     parser.add_argument("--calls", type=int, default=100, help="finish_pack calls per block (100)")
-    parser.add_argument("--pools", type=int, default=40, help="distinct LoCoMo pools (40)")
+    parser.add_argument("--pools", type=int, default=40, help="distinct pools (40)")
+    parser.add_argument(
+        "--corpus", choices=("locomo", "demo"), default="locomo", help="whose pools: LoCoMo's (default) or the demo's"
+    )
     parser.add_argument("--cold", action="store_true", help="forget every note's words before each call")
     parser.add_argument("--no-hashes", action="store_true", help="candidates without stored word hashes")
     parser.add_argument(
@@ -92,7 +98,14 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).parent))
     setups = [
-        load_tree(str(Path(tree).resolve()), args.pools, not args.no_hashes, args.texts_only, args.turn_documents)
+        load_tree(
+            str(Path(tree).resolve()),
+            args.pools,
+            not args.no_hashes,
+            args.texts_only,
+            args.turn_documents,
+            args.corpus,
+        )
         for tree in args.trees
     ]
     times: list[list[float]] = [[], []]
@@ -112,7 +125,7 @@ def main() -> None:
     before, after = times
     ratios = [b / a for a, b in zip(before, after, strict=True)]
     quartiles = statistics.quantiles(ratios, n=4)
-    memo = "warm"
+    memo = f"{args.corpus} pools, warm"
     if args.cold:
         memo = (
             "cold (note texts forgotten before each call)"

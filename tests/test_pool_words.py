@@ -258,3 +258,23 @@ def test_holding_says_which_notes_hold_each_word(texts: list[str], words: list[s
     held = PoolWords(texts, hashes=hashes).holding(words)
     assert held.shape == (len(texts), len(words))
     assert held.tolist() == [[word in _content(text) for word in words] for text in texts]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from([*TEXTS, "Caroline went hiking", "Melanie paints; Caroline hikes"]), max_size=10),
+    st.sampled_from(["Did Caroline go hiking?", "caroline melanie café 東京 3 absent", "the and of", "...?", ""]),
+    st.booleans(),
+    st.booleans(),
+)
+def test_echo_is_each_notes_share_of_the_question_words(
+    texts: list[str], question: str, stored: bool, duplicates_first: bool
+) -> None:
+    # Whether or not the near-duplicates sorted the pool's words before (the echo reuses that order).
+    hashes = [word_hashes(t) if words_module.hashed_by_database(t) else None for t in texts] if stored else None
+    pool_words = PoolWords(texts, question, hashes=hashes)
+    if duplicates_first and len(texts) >= 2:
+        pool_words.nearest_duplicates(list(range(len(texts))))
+    asked = _content(question)
+    expected = [len(_content(text) & asked) / len(asked) if asked else 0.0 for text in texts]
+    assert pool_words.echo().tolist() == expected

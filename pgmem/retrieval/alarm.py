@@ -86,6 +86,7 @@ Pure numpy over the pool's texts and write times: no I/O.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -308,7 +309,8 @@ def newcomers(
         for family, arrived_late in zip(families, late, strict=True)
         if family.age_seconds is not None and not arrived_late and family.namespace_count > 0
     ]
-    limit = max(1, math.floor(share * float(np.median(established)))) if established else 1
+    # statistics.median: numpy's value for integer counts (below 2**53), without its overhead.
+    limit = max(1, math.floor(share * float(statistics.median(established)))) if established else 1
     return [
         arrived_late and not family.bound and 0 < family.namespace_count <= limit
         for family, arrived_late in zip(families, late, strict=True)

@@ -47,8 +47,6 @@ _ASKING_WORDS = frozenset((
     "do", "does", "did", "can", "could", "should", "would", "will", "shall", "may", "might", "must", "has",
     "have", "had",
 ))  # fmt: skip
-#: Up to this many question words, echo compares word hashes one by one.
-_FEW_WORDS = 16
 #: Word hashes travel as little-endian int64 (pgmem.word_hashes_v1's bytea).
 _HASH: Final = np.dtype("<i8")
 _HASH_BYTES: Final = 8
@@ -255,6 +253,7 @@ class PoolWords:
         self.content_ids: _Ints = every[content]
         self.content_rows: _Ints = np.arange(self.size, dtype=np.int64).repeat(lengths)[content]
         self.content_sizes: _Array = np.bincount(self.content_rows, minlength=self.size).astype(np.float64)
+        self._word_order: tuple[_Ints, _Ints] | None = None
 
     def words(self, row: int) -> frozenset[str]:
         """All the words of note ``row`` (stop words included)."""
@@ -276,27 +275,38 @@ class PoolWords:
         held = np.zeros((self.size, len(words)), dtype=bool)
         if not words or not len(self.content_ids):
             return held
-        wanted = np.array(_WORD_HASHES.hashes(words), dtype=_HASH)
-        by_hash = np.argsort(wanted, kind="stable")
-        ordered = wanted[by_hash]
-        # Each entry's place among the wanted hashes: one search for all of them.
-        place = np.minimum(np.searchsorted(ordered, self.content_ids), len(ordered) - 1)
-        found = ordered[place] == self.content_ids
-        held[self.content_rows[found], by_hash[place[found]]] = True
+        rows, columns = self._holders(_WORD_HASHES.hashes(words))
+        held[rows, columns] = True
         return held
 
     def echo(self) -> _Array:
         """Share of the question's content words each note contains (0s for a question without any)."""
         if not self._question:
             return np.zeros(self.size)
-        if len(self._asked) > _FEW_WORDS:
-            hits = np.isin(self.content_ids, self._asked)
-        else:
-            # A question has a handful of words: one comparison each beats np.isin's sorting.
-            hits = np.zeros(len(self.content_ids), dtype=bool)
-            for word in self._asked:
-                hits |= self.content_ids == word
-        return np.bincount(self.content_rows[hits], minlength=self.size) / len(self._question)
+        # Each note holds a content word once: a note's entries found are its words asked.
+        rows, _ = self._holders(sorted(set(self._asked)))
+        return np.bincount(rows, minlength=self.size) / len(self._question)
+
+    def _by_word(self) -> tuple[_Ints, _Ints]:
+        """The content entries ordered by word hash (any order within a word's run), and
+        their hashes in that order: sorted once per pool, for the near-duplicates, the echo
+        and the coverage's holders alike."""
+        if self._word_order is None:
+            order = self.content_ids.argsort()
+            self._word_order = (order, self.content_ids[order])
+        return self._word_order
+
+    def _holders(self, hashes: Sequence[int]) -> tuple[_Ints, _Ints]:
+        """The (note, index in ``hashes``) of every content entry holding one of ``hashes``
+        (distinct): a binary search of each hash in the pool's sorted words."""
+        order, word = self._by_word()
+        wanted = np.array(hashes, dtype=_HASH)
+        first = np.searchsorted(word, wanted, side="left")
+        counts = np.searchsorted(word, wanted, side="right") - first
+        total = int(counts.sum())
+        # The runs' positions laid end to end: run j covers first[j] .. first[j] + counts[j].
+        position = np.arange(total) + (first - (counts.cumsum() - counts)).repeat(counts)
+        return self.content_rows[order[position]], np.arange(len(wanted)).repeat(counts)
 
     def restatement(self, echo: _Array | None = None) -> _Array:
         """How nearly each note restates the question: ``echo ** 4 * precision * min(1, q / 5)``.
@@ -372,8 +382,7 @@ class PoolWords:
         (float64: the counts are small integers, exact, and the Jaccards divide them)."""
         count = self.size
         # Runs of one word (any order within a run: every count below is symmetric).
-        order = self.content_ids.argsort()
-        word = self.content_ids[order]
+        order, word = self._by_word()
         row = self.content_rows[order]
         bounds = np.flatnonzero(np.concatenate(([True], word[1:] != word[:-1], [True])))
         starts = bounds[:-1]
