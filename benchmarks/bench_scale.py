@@ -270,7 +270,8 @@ def bulk_main(args: argparse.Namespace) -> None:
 
     sentences, all_questions = real_sentences(args.data)
     questions = all_questions[: args.questions]
-    texts = synthetic(sentences, args.notes + args.incremental * args.incremental_batch, seed=args.seed)
+    batches = range(args.incremental_from, args.incremental_from + args.incremental)
+    texts = synthetic(sentences, args.notes + batches.stop * args.incremental_batch, seed=args.seed)
     if args.vectors is not None:
         vectors, real = corpus_vectors(args.vectors, sentences, texts[: args.notes])
         agreement = composition_agreement(args.vectors, sentences, texts[: min(args.notes, 50_000)])
@@ -311,39 +312,42 @@ def bulk_main(args: argparse.Namespace) -> None:
         out["lexeme_postings_bytes"] = int(
             conn.execute("SELECT pg_total_relation_size('pgmem.lexeme_postings')").fetchone()[0]
         )  # type: ignore[index]
-        # pgmem's defaults, and a fixed HNSW breadth (ef_search at every size, as before
-        # migration 0025), alternated.
-        timed = time_interleaved(
-            conn,
-            load_embedder.name,
-            questions,
-            query_vectors,
-            {
-                "default": pgmem.StageOneParams(),
-                "fixed_breadth": pgmem.StageOneParams(ef_search_notes=None),
-            },
-        )
-        out["stage_one_ms"] = timed["default"]
-        out["stage_one_ms_fixed_breadth"] = timed["fixed_breadth"]
-        print(f"stage one ({len(questions)} questions): {timed}", flush=True)
-        out["ann_recall"] = ann_recall(conn, vectors, query_vectors, args.ef_search, pgmem.StageOneParams().k_dense)
-        out["pool_dense_recall"] = {
-            label: pool_dense_recall(conn, load_embedder.name, questions, query_vectors, vectors, params)
-            for label, params in (
-                ("default", pgmem.StageOneParams()),
-                ("fixed_breadth", pgmem.StageOneParams(ef_search_notes=None)),
+        if not args.ingest_only:
+            # pgmem's defaults, and a fixed HNSW breadth (ef_search at every size, as before
+            # migration 0025), alternated.
+            timed = time_interleaved(
+                conn,
+                load_embedder.name,
+                questions,
+                query_vectors,
+                {
+                    "default": pgmem.StageOneParams(),
+                    "fixed_breadth": pgmem.StageOneParams(ef_search_notes=None),
+                },
             )
-        }
+            out["stage_one_ms"] = timed["default"]
+            out["stage_one_ms_fixed_breadth"] = timed["fixed_breadth"]
+            print(f"stage one ({len(questions)} questions): {timed}", flush=True)
+            out["ann_recall"] = ann_recall(conn, vectors, query_vectors, args.ef_search, pgmem.StageOneParams().k_dense)
+            out["pool_dense_recall"] = {
+                label: pool_dense_recall(conn, load_embedder.name, questions, query_vectors, vectors, params)
+                for label, params in (
+                    ("default", pgmem.StageOneParams()),
+                    ("fixed_breadth", pgmem.StageOneParams(ef_search_notes=None)),
+                )
+            }
         rates = []
-        for batch in range(args.incremental):
+        for batch in batches:
             first = args.notes + batch * args.incremental_batch
             new = texts[first : first + args.incremental_batch]
             # Vectors of stored notes, permuted: real-looking vectors, embedding excluded.
             picks = (np.arange(first, first + len(new)) * 7919) % args.notes
             tick = time.perf_counter()
-            pgmem.ingest(conn, spans(new, first), namespace=NAMESPACE, embedder=StoredVectors(new, vectors[picks]))
-            rates.append(len(new) / (time.perf_counter() - tick))
-            print(f"  incremental batch {batch}: {rates[-1]:.0f} notes/s", flush=True)
+            result = pgmem.ingest(
+                conn, spans(new, first), namespace=NAMESPACE, embedder=StoredVectors(new, vectors[picks])
+            )
+            rates.append(result.inserted / (time.perf_counter() - tick))
+            print(f"  incremental batch {batch}: {result.inserted} new notes, {rates[-1]:.0f} notes/s", flush=True)
         out["incremental_notes_per_second"] = rates
     args.out.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     print(f"written {args.out}")
@@ -369,6 +373,15 @@ def main() -> None:
     parser.add_argument("--ef-search", type=lambda t: [int(v) for v in t.split(",")], default=[40, 100, 200, 400])
     parser.add_argument("--incremental", type=int, default=5, help="with --bulk: ingest() batches timed after the load")
     parser.add_argument("--incremental-batch", type=int, default=1000)
+    parser.add_argument(
+        "--incremental-from",
+        type=int,
+        default=0,
+        help="with --bulk: the first incremental batch's number (a reused store already holds the earlier ones)",
+    )
+    parser.add_argument(
+        "--ingest-only", action="store_true", help="with --bulk: the incremental batches alone (no search timed)"
+    )
     args = parser.parse_args()
     if args.notes < 1:
         raise ConfigurationError(f"--notes must be >= 1, got {args.notes}")
