@@ -17,6 +17,15 @@ measured. The recall side of growth is ``pgmem eval-growth`` (real embedder, rea
                                                [--questions 200] [--batch 10000] [--out scale.json]
                                                [--home DIR | --dsn DSN]
 
+``--bulk`` instead loads the store with one ``pgmem.bulk_load`` (``--vectors``: MiniLM
+vectors of benchmarks/embed_corpus.py), or reuses the one under ``--home``; times stage one,
+its ANN recall and ``--incremental`` batches of ``pgmem.ingest`` (``--writers`` at once, a
+connection each; ``--incremental-from`` skips the batches a reused store already holds;
+``--ingest-only``: the batches alone)::
+
+    .venv/bin/python benchmarks/bench_scale.py --bulk --notes 1000000 --vectors DIR --home DIR \
+        [--incremental 10] [--writers 2] [--incremental-from 10] [--ingest-only]
+
 Where the build's time goes (measured here, 2 cores): before migration 0003, ingest
 slowed down linearly with the store, because its rare-key link lookups were planned as a
 walk of the primary key filtered row by row instead of a GIN lookup (599 notes/s for
@@ -44,6 +53,7 @@ import os
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -336,21 +346,49 @@ def bulk_main(args: argparse.Namespace) -> None:
                     ("fixed_breadth", pgmem.StageOneParams(ef_search_notes=None)),
                 )
             }
-        rates = []
-        for batch in batches:
-            first = args.notes + batch * args.incremental_batch
-            new = texts[first : first + args.incremental_batch]
-            # Vectors of stored notes, permuted: real-looking vectors, embedding excluded.
-            picks = (np.arange(first, first + len(new)) * 7919) % args.notes
-            tick = time.perf_counter()
-            result = pgmem.ingest(
-                conn, spans(new, first), namespace=NAMESPACE, embedder=StoredVectors(new, vectors[picks])
-            )
-            rates.append(result.inserted / (time.perf_counter() - tick))
-            print(f"  incremental batch {batch}: {result.inserted} new notes, {rates[-1]:.0f} notes/s", flush=True)
+        rates = incremental(conn, args, texts, vectors, list(batches))
         out["incremental_notes_per_second"] = rates
+        out["incremental_writers"] = args.writers
     args.out.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     print(f"written {args.out}")
+
+
+def incremental(
+    conn: psycopg.Connection[Any],
+    args: argparse.Namespace,
+    texts: Sequence[str],
+    vectors: np.ndarray,
+    batches: list[int],
+) -> list[float]:
+    """Notes/s of each round of ``pgmem.ingest`` batches: ``--writers`` batches at once, each
+    writer on its own connection (a thread each; one writer: the batches one after another)."""
+    writers = [conn] + [pgmem.connect(conn.info.dsn, migrate=False) for _ in range(args.writers - 1)]
+
+    def ingest(writer: psycopg.Connection[Any], batch: int) -> int:
+        first = args.notes + batch * args.incremental_batch
+        new = texts[first : first + args.incremental_batch]
+        # Vectors of stored notes, permuted: real-looking vectors, embedding excluded.
+        picks = (np.arange(first, first + len(new)) * 7919) % args.notes
+        embedder = StoredVectors(new, vectors[picks])
+        return pgmem.ingest(writer, spans(new, first), namespace=NAMESPACE, embedder=embedder).inserted
+
+    rates = []
+    try:
+        with ThreadPoolExecutor(max_workers=len(writers)) as pool:
+            for start in range(0, len(batches), len(writers)):
+                round_batches = batches[start : start + len(writers)]
+                tick = time.perf_counter()
+                inserted = sum(pool.map(ingest, writers, round_batches))
+                rates.append(inserted / (time.perf_counter() - tick))
+                print(
+                    f"  incremental batches {round_batches} ({len(round_batches)} writers):"
+                    f" {inserted} new notes, {rates[-1]:.0f} notes/s",
+                    flush=True,
+                )
+    finally:
+        for writer in writers[1:]:
+            writer.close()
+    return rates
 
 
 def main() -> None:
@@ -380,6 +418,9 @@ def main() -> None:
         help="with --bulk: the first incremental batch's number (a reused store already holds the earlier ones)",
     )
     parser.add_argument(
+        "--writers", type=int, default=1, help="with --bulk: incremental batches written at once, a connection each (1)"
+    )
+    parser.add_argument(
         "--ingest-only", action="store_true", help="with --bulk: the incremental batches alone (no search timed)"
     )
     args = parser.parse_args()
@@ -387,6 +428,8 @@ def main() -> None:
         raise ConfigurationError(f"--notes must be >= 1, got {args.notes}")
     if args.batch < 1:
         raise ConfigurationError(f"--batch must be >= 1, got {args.batch}")
+    if args.writers < 1:
+        raise ConfigurationError(f"--writers must be >= 1, got {args.writers}")
     checkpoints = parse_checkpoints(args.checkpoints, args.notes)
     home = args.home or (None if args.dsn else tempfile.mkdtemp(prefix="pgmem-scale-"))
     if home is not None:
