@@ -64,6 +64,7 @@ from soak import machine
 
 import pgmem
 from pgmem.api import build_hints
+from pgmem.db.connection import conninfo_of
 from pgmem.db.vectors import vector_literal
 from pgmem.embeddings import HashingEmbedder
 from pgmem.embeddings.minilm import MODEL_NAME as MINILM_NAME
@@ -362,7 +363,7 @@ def incremental(
 ) -> list[float]:
     """Notes/s of each round of ``pgmem.ingest`` batches: ``--writers`` batches at once, each
     writer on its own connection (a thread each; one writer: the batches one after another)."""
-    writers = [conn] + [pgmem.connect(conn.info.dsn, migrate=False) for _ in range(args.writers - 1)]
+    writers = [conn] + [pgmem.connect(conninfo_of(conn), migrate=False) for _ in range(args.writers - 1)]
 
     def ingest(writer: psycopg.Connection[Any], batch: int) -> int:
         first = args.notes + batch * args.incremental_batch

@@ -392,6 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_bench.add_argument("--questions", type=int, default=200, help="LoCoMo questions timed at each size")
     p_bench.add_argument("--namespace", default="bench", help="the namespace grown (reused when it exists)")
     p_bench.add_argument("--batch", type=int, default=5000, help="spans per ingest() call")
+    p_bench.add_argument("--writers", type=int, default=1, help="ingest() calls at once, a connection each (default 1)")
     p_bench.add_argument("--reindex", action="store_true", help="also time rebuilding the HNSW and GIN indexes")
     p_bench.add_argument("--plot", action="store_true", help="write bench.png (needs the 'eval' extra)")
     p_bench.add_argument("--data-dir", default="../shared/data", help="folder of the shared datasets")

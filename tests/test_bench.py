@@ -64,3 +64,36 @@ def test_the_store_grows_in_place_and_every_stage_is_timed(
 def test_sizes_must_increase(conn: psycopg.Connection[Any], hashing: HashingEmbedder, sizes: list[int]) -> None:
     with pytest.raises(ConfigurationError, match="--notes"):
         run_bench(conn, sizes, QUESTIONS, SENTENCES, hashing)
+
+
+def test_two_writers_grow_the_store_to_each_size_once(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
+    points = run_bench(conn, [60, 130], QUESTIONS[:1], SENTENCES, hashing, namespace="bench-w", batch=20, writers=2)
+    assert [(p["notes"], p["ingested"], p["ingest_writers"]) for p in points] == [(60, 60, 2), (130, 70, 2)]
+    # Every recombined text written once, as one writer would write them.
+    rows = conn.execute(
+        "SELECT count(*), count(DISTINCT document_id), min(document_id), max(document_id) FROM pgmem.notes"
+        " WHERE namespace = 'bench-w'"
+    ).fetchone()
+    assert rows is not None and rows[0] == rows[1] == 130
+    # The writers' connections are closed: only this test's connection is left on the database.
+    assert conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend'"
+    ).fetchone() == (1,)
+
+
+@pytest.mark.parametrize("writers", [0, -1])
+def test_writers_must_be_positive(conn: psycopg.Connection[Any], hashing: HashingEmbedder, writers: int) -> None:
+    with pytest.raises(ConfigurationError, match="--writers"):
+        run_bench(conn, [10], QUESTIONS, SENTENCES, hashing, writers=writers)
+
+
+def test_conninfo_of_puts_the_password_back(dsn: str) -> None:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from pgmem.db.connection import conninfo_of
+
+    with psycopg.connect(make_conninfo(dsn, password="s3cret"), autocommit=True) as given:
+        again = conninfo_of(given)
+        assert conninfo_to_dict(again)["password"] == "s3cret"
+        with psycopg.connect(again) as other:
+            assert other.info.dbname == given.info.dbname and other.info.user == given.info.user

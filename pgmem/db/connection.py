@@ -163,6 +163,13 @@ def given_dsn(dsn: str | None) -> str | None:
     return dsn if dsn is not None else os.environ.get("PGMEM_DSN") or None
 
 
+def conninfo_of(conn: psycopg.Connection[Any]) -> str:
+    """A connection string that reaches ``conn``'s server, database and role again
+    (``conn.info.dsn`` leaves the password out; it is put back)."""
+    password = conn.info.password
+    return make_conninfo(conn.info.dsn, password=password) if password else conn.info.dsn
+
+
 def connect(
     dsn: str | None = None,
     *,

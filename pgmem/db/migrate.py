@@ -16,9 +16,9 @@ from typing import Any
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
 from psycopg.rows import tuple_row
 
+from pgmem.db.connection import conninfo_of
 from pgmem.db.errors import database_errors
 from pgmem.db.resources import alembic_dir, sql_dir
 from pgmem.errors import SchemaError
@@ -116,12 +116,7 @@ def _open_migration_engine(conn: psycopg.Connection[Any] | str) -> Any:
     from sqlalchemy import create_engine
     from sqlalchemy.pool import NullPool
 
-    if isinstance(conn, str):
-        conninfo = conn
-    else:
-        # info.dsn leaves the password out; put it back for our own connection.
-        password = conn.info.password
-        conninfo = make_conninfo(conn.info.dsn, password=password) if password else conn.info.dsn
+    conninfo = conn if isinstance(conn, str) else conninfo_of(conn)
 
     def connect() -> psycopg.Connection[Any]:
         return psycopg.connect(conninfo)

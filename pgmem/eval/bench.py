@@ -28,6 +28,7 @@ import random
 import resource
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ import numpy as np
 import psycopg
 
 from pgmem.api import ingest, pack
+from pgmem.db.connection import connect, conninfo_of
 from pgmem.embeddings import Embedder, get_embedder
 from pgmem.errors import ConfigurationError
 from pgmem.types import Span
@@ -181,15 +183,23 @@ def run_bench(
     *,
     namespace: str = "bench",
     batch: int = 5000,
+    writers: int = 1,
     reindex: bool = False,
     report: Callable[[dict[str, Any]], None] = lambda point: None,
 ) -> list[dict[str, Any]]:
-    """Grow ``namespace`` to each of ``sizes`` notes and measure there; one dict per size."""
+    """Grow ``namespace`` to each of ``sizes`` notes and measure there; one dict per size.
+
+    ``writers`` > 1 ingests that many batches at once, each writer on its own connection to
+    ``conn``'s server (a thread each; batch i goes to writer i mod ``writers``), as concurrent
+    writers of one namespace do: notes of batches written at once do not link to each other.
+    """
     check_namespace(namespace)
     if not sizes or min(sizes) < 1 or list(sizes) != sorted(set(sizes)):
         raise ConfigurationError(f"--notes must be increasing positive note counts, got {list(sizes)}")
     if batch < 1:
         raise ConfigurationError(f"--batch must be >= 1, got {batch}")
+    if writers < 1:
+        raise ConfigurationError(f"--writers must be >= 1, got {writers}")
     if len(questions) < 1:
         raise ConfigurationError("no questions to time")
     texts = recombined(sentences, max(sizes))
@@ -199,8 +209,8 @@ def run_bench(
         if done > size:  # notes are never removed: the namespace is past this size already
             continue
         started = time.perf_counter()
-        for first in range(done, size, batch):
-            ingest(conn, _spans(texts[first : min(first + batch, size)], first), namespace=namespace, embedder=embedder)
+        batches = [_spans(texts[first : min(first + batch, size)], first) for first in range(done, size, batch)]
+        _write(conn, batches, namespace, embedder, writers)
         seconds = time.perf_counter() - started
         added = max(size - done, 0)
         if conn.autocommit:  # VACUUM cannot run inside a transaction block
@@ -210,6 +220,7 @@ def run_bench(
             "ingested": added,
             "ingest_seconds": round(seconds, 1),
             "ingest_notes_per_second": round(added / seconds, 1) if added and seconds > 0 else None,
+            "ingest_writers": writers,
             "questions": len(questions),
             "latency_ms": _time_questions(conn, namespace, questions, embedder),
             "bytes": _sizes(conn, namespace),
@@ -220,6 +231,29 @@ def run_bench(
         points.append(point)
         report(point)
     return points
+
+
+def _write(
+    conn: psycopg.Connection[Any], batches: Sequence[list[Span]], namespace: str, embedder: Embedder, writers: int
+) -> None:
+    """``pgmem.ingest`` each batch: one after another on ``conn``, or by ``writers`` connections at once."""
+    if writers == 1 or len(batches) < 2:
+        for spans in batches:
+            ingest(conn, spans, namespace=namespace, embedder=embedder)
+        return
+    connections = [conn] + [connect(conninfo_of(conn), migrate=False) for _ in range(writers - 1)]
+
+    def write(index: int) -> None:
+        for spans in batches[index::writers]:
+            ingest(connections[index], spans, namespace=namespace, embedder=embedder)
+
+    try:
+        with ThreadPoolExecutor(max_workers=writers) as pool:
+            # list(): a writer's error is raised here, after every writer has stopped.
+            list(pool.map(write, range(writers)))
+    finally:
+        for extra in connections[1:]:
+            extra.close()
 
 
 def load_average() -> list[float] | None:
@@ -242,7 +276,8 @@ def _print_point(console: Console, point: dict[str, Any]) -> None:
     latency = point["latency_ms"]
     console.print(
         f"[bold]{point['notes']:,} notes[/bold]: ingest {point['ingested']:,} notes in {point['ingest_seconds']} s"
-        f" ({point['ingest_notes_per_second']} notes/s); {point['questions']} questions, warm pass (ms):"
+        f" ({point['ingest_notes_per_second']} notes/s, {point['ingest_writers']} writer(s));"
+        f" {point['questions']} questions, warm pass (ms):"
     )
     for stage in STAGES:
         values = latency[stage]
@@ -313,6 +348,7 @@ def bench_command(args: argparse.Namespace, console: Console, *, connect: Callab
             embedder,
             namespace=args.namespace,
             batch=args.batch,
+            writers=args.writers,
             reindex=args.reindex,
             report=lambda point: _print_point(console, point),
         )
