@@ -53,7 +53,6 @@ import os
 import tempfile
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -64,13 +63,12 @@ from soak import machine
 
 import pgmem
 from pgmem.api import build_hints
-from pgmem.db.connection import conninfo_of
 from pgmem.db.vectors import vector_literal
 from pgmem.embeddings import HashingEmbedder
 from pgmem.embeddings.minilm import MODEL_NAME as MINILM_NAME
 from pgmem.embeddings.minilm import MiniLMEmbedder
 from pgmem.errors import ConfigurationError
-from pgmem.eval.bench import _sizes
+from pgmem.eval.bench import _sizes, write_at_once, writer_connections
 from pgmem.retrieval.stage_one import run_stage_one, stage_one_arguments
 
 NAMESPACE = "scale"
@@ -362,33 +360,27 @@ def incremental(
     batches: list[int],
 ) -> list[float]:
     """Notes/s of each round of ``pgmem.ingest`` batches: ``--writers`` batches at once, each
-    writer on its own connection (a thread each; one writer: the batches one after another)."""
-    writers = [conn] + [pgmem.connect(conninfo_of(conn), migrate=False) for _ in range(args.writers - 1)]
-
-    def ingest(writer: psycopg.Connection[Any], batch: int) -> int:
-        first = args.notes + batch * args.incremental_batch
-        new = texts[first : first + args.incremental_batch]
-        # Vectors of stored notes, permuted: real-looking vectors, embedding excluded.
-        picks = (np.arange(first, first + len(new)) * 7919) % args.notes
-        embedder = StoredVectors(new, vectors[picks])
-        return pgmem.ingest(writer, spans(new, first), namespace=NAMESPACE, embedder=embedder).inserted
-
+    writer on its own connection (pgmem.eval.bench's writers; one writer: one batch a round)."""
     rates = []
-    try:
-        with ThreadPoolExecutor(max_workers=len(writers)) as pool:
-            for start in range(0, len(batches), len(writers)):
-                round_batches = batches[start : start + len(writers)]
-                tick = time.perf_counter()
-                inserted = sum(pool.map(ingest, writers, round_batches))
-                rates.append(inserted / (time.perf_counter() - tick))
-                print(
-                    f"  incremental batches {round_batches} ({len(round_batches)} writers):"
-                    f" {inserted} new notes, {rates[-1]:.0f} notes/s",
-                    flush=True,
-                )
-    finally:
-        for writer in writers[1:]:
-            writer.close()
+    with writer_connections(conn, args.writers) as writers:
+        for start in range(0, len(batches), len(writers)):
+            round_batches = batches[start : start + len(writers)]
+            firsts = [args.notes + batch * args.incremental_batch for batch in round_batches]
+            new = [texts[first : first + args.incremental_batch] for first in firsts]
+            # Vectors of stored notes, permuted: real-looking vectors, embedding excluded.
+            positions = [np.arange(first, first + len(part)) for first, part in zip(firsts, new, strict=True)]
+            picks = (np.concatenate(positions) * 7919) % args.notes
+            embedder = StoredVectors([text for part in new for text in part], vectors[picks])
+            tick = time.perf_counter()
+            inserted = write_at_once(
+                writers, [spans(part, first) for part, first in zip(new, firsts, strict=True)], NAMESPACE, embedder
+            )
+            rates.append(inserted / (time.perf_counter() - tick))
+            print(
+                f"  incremental batches {round_batches} ({len(round_batches)} writers):"
+                f" {inserted} new notes, {rates[-1]:.0f} notes/s",
+                flush=True,
+            )
     return rates
 
 

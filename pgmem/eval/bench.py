@@ -27,8 +27,9 @@ import platform
 import random
 import resource
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -241,19 +242,39 @@ def _write(
         for spans in batches:
             ingest(conn, spans, namespace=namespace, embedder=embedder)
         return
-    connections = [conn] + [connect(conninfo_of(conn), migrate=False) for _ in range(writers - 1)]
+    with writer_connections(conn, writers) as connections:
+        write_at_once(connections, batches, namespace, embedder)
 
-    def write(index: int) -> None:
-        for spans in batches[index::writers]:
-            ingest(connections[index], spans, namespace=namespace, embedder=embedder)
 
+@contextmanager
+def writer_connections(conn: psycopg.Connection[Any], writers: int) -> Iterator[list[psycopg.Connection[Any]]]:
+    """``conn`` and ``writers - 1`` more connections to its server, database and role (closed after)."""
+    connections = [conn]
     try:
-        with ThreadPoolExecutor(max_workers=writers) as pool:
-            # list(): a writer's error is raised here, after every writer has stopped.
-            list(pool.map(write, range(writers)))
+        for _ in range(writers - 1):
+            connections.append(connect(conninfo_of(conn), migrate=False))
+        yield connections
     finally:
         for extra in connections[1:]:
             extra.close()
+
+
+def write_at_once(
+    connections: Sequence[psycopg.Connection[Any]], batches: Sequence[list[Span]], namespace: str, embedder: Embedder
+) -> int:
+    """``pgmem.ingest`` the batches, batch i by connection i mod len(connections), each
+    connection in its own thread; the notes inserted. A writer's error is raised after
+    every writer has stopped."""
+    count = len(connections)
+
+    def write(index: int) -> int:
+        return sum(
+            ingest(connections[index], spans, namespace=namespace, embedder=embedder).inserted
+            for spans in batches[index::count]
+        )
+
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        return sum(pool.map(write, range(count)))
 
 
 def load_average() -> list[float] | None:
