@@ -162,6 +162,98 @@ def test_the_most_specific_expression_wins() -> None:
     ]
 
 
+# Case-insensitive matching equates these non-ASCII letters with ASCII ones.
+UNICODE_CASE_EQUIVALENTS = {"s": ("\u017f",), "i": ("\u0131", "\u0130"), "k": ("\u212a",)}
+# Time expressions whose words are all matched case-insensitively.
+CASE_INSENSITIVE_TIMES = (
+    "last spring",
+    "next spring",
+    "spring of 2020",
+    "summer 2022",
+    "this week",
+    "the past month",
+    "last night",
+    "this morning",
+    "yesterday",
+    "six days ago",
+    "several weeks ago",
+    "a couple of weeks back",
+    "in six months",
+    "the last six weeks",
+    "earlier this week",
+    "later this month",
+    "the early 2000s",
+    "Sept 5, 2020",
+    "5 Sept 2020",
+    "August of 2019",
+    "this past weekend",
+    "in 1999",
+)
+
+
+def _case_variants(text: str) -> list[str]:
+    """``text`` with each s, i or k in turn (and all of them at once) replaced by each letter
+    case-insensitive matching equates with it."""
+    variants = [
+        text[:at] + other + text[at + 1 :]
+        for at, letter in enumerate(text)
+        for other in UNICODE_CASE_EQUIVALENTS.get(letter.lower(), ())
+    ]
+    variants.append("".join(UNICODE_CASE_EQUIVALENTS.get(c.lower(), (c,))[0] for c in text))
+    return variants
+
+
+@pytest.mark.parametrize("text", CASE_INSENSITIVE_TIMES)
+def test_letters_matched_case_insensitively_read_as_their_ascii_letters(text: str) -> None:
+    # "laſt spring" matched the expression but its words were looked up as written
+    # (KeyError: the whole write failed); they are folded to ASCII first.
+    expected = [days(tag)[1:] for tag in extract_time_tags(text, SESSION)]
+    assert expected, text
+    for variant in _case_variants(text):
+        for written in (variant, f"We met {variant}, I think.", variant.upper()):
+            assert [days(tag)[1:] for tag in extract_time_tags(written, SESSION)] == expected, written
+            RuleEnricher().enrich(span(written, source_ts=SESSION))
+            derive_query_hints(written, SESSION)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    text=st.one_of(
+        st.text(alphabet=st.characters(max_codepoint=127), max_size=120),
+        st.lists(
+            st.one_of(
+                st.sampled_from(
+                    [
+                        *CASE_INSENSITIVE_TIMES,
+                        "Monday",
+                        "May",
+                        "March 3",
+                        "the 90s",
+                        "'80s",
+                        "tonight",
+                        "tomorrow",
+                        "evening",
+                        "decade",
+                        "winter",
+                        "fall",
+                        "autumn",
+                        "2023-05-08",
+                    ]
+                ),
+                st.text(alphabet=st.characters(max_codepoint=127), max_size=6),
+            ),
+            max_size=8,
+        ).map(" ".join),
+    )
+)
+def test_the_screen_never_hides_a_time_expression(text: str) -> None:
+    from pgmem.ingestion import times
+
+    # ASCII text the screen turns away holds nothing the regular expression matches.
+    assert times._may_hold_time(text) or not list(times._TIME.finditer(text)), text
+    assert times._may_hold_time(text + "\u017f")  # any other character: always searched
+
+
 # --- entities -----------------------------------------------------------------------
 
 

@@ -254,6 +254,38 @@ _TIME = re.compile(
     r"(?<![\w$€£#])(?:" + "|".join(f"(?P<{kind}_>{pattern})" for kind, pattern in _ALTERNATIVES) + r")(?!\w)",
     re.IGNORECASE,
 )
+# A word every alternative of _TIME needs when it holds no digit (relday: day, night,
+# tomorrow, morning, afternoon, evening; ago, ahead and span: their unit; shift: its unit,
+# a season, a month or a weekday, which ends in "day"; weekday: "day"; cue_month: a
+# month); the month names are matched case-sensitively there, so they are here. Every
+# other alternative needs a digit. Without any of them an ASCII text holds no time
+# expression, and the regular expression (the enricher's costliest step) is not run.
+_TIME_WORDS = (
+    "day", "night", "tomorrow", "morning", "afternoon", "evening", "week", "month", "year", "decade",
+    "spring", "summer", "autumn", "fall", "winter",
+)  # fmt: skip
+_MONTH_NAMES = (
+    "January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+    "November", "December",
+)  # fmt: skip
+_ASCII_DIGIT = re.compile(r"[0-9]")
+
+
+def _may_hold_time(text: str) -> bool:
+    """False only when ``_TIME`` cannot match ``text``: ASCII without a digit or any of the
+    words above (a text with other characters is always searched: Unicode digits and the
+    letters case-insensitive matching equates with ASCII ones match too)."""
+    if not text.isascii() or _ASCII_DIGIT.search(text) is not None:
+        return True
+    lowered = text.lower()
+    return any(word in lowered for word in _TIME_WORDS) or any(month in text for month in _MONTH_NAMES)
+
+
+# Case-insensitive matching equates four non-ASCII letters with ASCII ones (the long s
+# with s, the dotless and the dotted capital i with i, the Kelvin sign with k): a matched
+# word is folded to ASCII before it is looked up, so "laſt May" reads as "last May" instead
+# of failing the lookup (every word the lookups hold is ASCII).
+_ASCII_FOLD = str.maketrans({"\u017f": "s", "\u0131": "i", "\u0130": "i", "\u212a": "k"})
 _DIGITS = re.compile(r"\d+")
 _WORD = re.compile(r"[a-z]+")
 _NEXT_WORD = re.compile(r"\s*([A-Za-z]+)")
@@ -265,13 +297,18 @@ Resolved = tuple[date, date, str, float]
 Key = tuple[str | int, ...]
 
 
+def _lower(text: str) -> str:
+    """``text`` lower-cased with the letters case-insensitive matching equates with ASCII ones folded to them."""
+    return text.translate(_ASCII_FOLD).lower()
+
+
 def _month_number(name: str) -> int:
-    return _MONTH_NUMBERS[name.lower()[:3]]
+    return _MONTH_NUMBERS[_lower(name)[:3]]
 
 
 def _count(value: str) -> tuple[int, int, bool]:
     """(lowest, highest, vague) for a count such as "3", "two", "a few"."""
-    words = value.lower().split()
+    words = _lower(value).split()
     if words[-1] == "of":
         words = words[:-1]
     if words[-1] in _VAGUE_COUNTS:
@@ -458,15 +495,15 @@ def _resolve(key: Key, today: date | None) -> Resolved | None:
 
 def _key(kind: str, match: re.Match[str], text: str) -> tuple[Key, bool] | None:
     """The normalised key of a candidate, and whether it needs an anchor."""
-    expression = " ".join(match.group(0).lower().split())
+    expression = " ".join(_lower(match.group(0)).split())
     if kind in ("iso", "dmy", "mdy", "numeric", "my"):
         # dateutil does not read "the 8th of May": drop the words it would trip on.
         cleaned = re.sub(r"\b(?:the|of)\b", " ", expression).replace(",", " ")
         return (kind, " ".join(cleaned.split())), False
     if kind == "sy":
-        return ("sy", match["sy_season"].lower(), int(match["sy_year"])), False
+        return ("sy", _lower(match["sy_season"]), int(match["sy_year"])), False
     if kind == "decade":
-        modifier = (match["dec_mod"] or match["dec_mod2"] or "").lower()
+        modifier = _lower(match["dec_mod"] or match["dec_mod2"] or "")
         if match["dec4"]:
             return ("decade", int(match["dec4"]), modifier, 0), False
         # "the 90s" is the 1990s, "the 10s" the 2010s: the most recent such decade
@@ -496,15 +533,15 @@ def _key(kind: str, match: re.Match[str], text: str) -> tuple[Key, bool] | None:
     if kind in ("ago", "ahead", "span"):
         prefix = {"ago": "ago", "span": "span"}.get(kind) or ("in" if match["in_n"] else "fn")
         low, high, vague = _count(match[f"{prefix}_n"])
-        unit = match[f"{prefix}_u"].lower()
+        unit = _lower(match[f"{prefix}_u"])
         if kind == "span":
             return ("span", high, int(vague), unit), True
         return (kind, low, high, int(vague), unit), True
     if kind == "shift":
-        direction_words = match["sh_dir"].lower().split()
+        direction_words = _lower(match["sh_dir"]).split()
         direction = {"last": -1, "past": -1, "this": 0, "next": 1, "coming": 1}[direction_words[-1]]
-        unit = match["sh_u"].lower()
-        part = (match["sh_part"] or "").lower()
+        unit = _lower(match["sh_u"])
+        part = _lower(match["sh_part"] or "")
         if direction_words == ["past"] and unit in ("week", "month", "year"):
             # "the past month" is the last thirty-odd days, not the previous calendar month.
             return ("span", 1, 0, unit), True
@@ -516,7 +553,7 @@ def _key(kind: str, match: re.Match[str], text: str) -> tuple[Key, bool] | None:
     if kind == "cue_month":
         return ("cue_month", _month_number(match["cm_month"])), True
     if kind == "weekday":
-        return ("weekday", match["weekday"].lower()), True
+        return ("weekday", _lower(match["weekday"])), True
     return None
 
 
@@ -552,6 +589,8 @@ def extract_time_tags(text: str, anchor: datetime | None) -> tuple[TimeTag, ...]
     today: date | None = None
     if anchor is not None:
         today = (anchor if anchor.tzinfo is not None else anchor.replace(tzinfo=UTC)).date()
+    if not _may_hold_time(text):
+        return ()
     tags: list[TimeTag] = []
     seen: set[tuple[str, date, date]] = set()
     for match in _TIME.finditer(text):
