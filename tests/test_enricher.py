@@ -391,6 +391,38 @@ def test_roles(text: str, metadata: dict[str, Any], has_time: bool, role: str) -
     assert classify_role(text, metadata, has_time) == role
 
 
+ROLE_PHRASES = (
+    "is defined as", "refers to", "stands for", "also known as", "a.k.a.", "is a type of", "is a kind of",
+    "The bridge is a structure that", "Rust means a language with", "A tensor is an array with named axes.",
+    "I think", "I believe", "I feel", "I guess", "I suspect", "in my opinion", "in my view", "IMO", "should",
+    "must", "ought to", "arguably", "probably", "unlikely", "clearly", "obviously", "allegedly", "reportedly",
+    "apparently", "seems", "claimed", "argues", "according to", "suggests", "I'm sure", "I bet", "no doubt",
+    "is", "means", "It is", "the", "of", "that",
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    words=st.lists(
+        st.one_of(st.sampled_from(ROLE_PHRASES), st.text(alphabet=st.characters(max_codepoint=127), max_size=6)),
+        max_size=8,
+    ),
+    upper=st.booleans(),
+)
+def test_the_role_screens_never_hide_a_match(words: list[str], upper: bool) -> None:
+    from pgmem.ingestion import roles
+
+    # ASCII text the screens turn away holds nothing the expressions match (both match
+    # case-insensitively: an upper-cased text screens like a lower-cased one).
+    text = " ".join(words).upper() if upper else " ".join(words)
+    lowered = text.lower()
+    if roles._CLAIM.search(text):
+        assert roles._screened(lowered, roles._CLAIM_WORDS), text
+    if roles._DEFINITION.search(text):
+        assert roles._screened(lowered, roles._DEFINITION_WORDS) or roles._IS_OR_MEANS.search(text), text
+    assert roles._screened(None, ())  # any other character: always run
+
+
 # --- context, confidence, the enricher ----------------------------------------------
 
 

@@ -56,6 +56,17 @@ _EVENT_VERB = re.compile(
     r"will|going\s+to|plan(?:s|ning)?\s+to|scheduled|happens?|takes?\s+place)\b",
     re.IGNORECASE,
 )
+# Screens for ASCII text (where case-insensitive matching is ASCII lower-casing): a word
+# each alternative of _CLAIM needs, and those of _DEFINITION ("is" or "means" for the last
+# two). A text holding none of them cannot match, and the expression is not run (the
+# role's costliest steps).
+_CLAIM_WORDS = (
+    "think", "believe", "feel", "guess", "suspect", "opinion", "view", "imo", "should", "must", "ought",
+    "arguably", "probably", "likely", "clearly", "obviously", "allegedly", "reportedly", "apparently", "seem",
+    "claim", "argue", "according", "suggest", "sure", "bet", "doubt",
+)  # fmt: skip
+_DEFINITION_WORDS = ("defined", "refer", "stand", "known", "a.k.a")
+_IS_OR_MEANS = re.compile(r"\b(?:is|means)\s", re.IGNORECASE)
 _FACT = re.compile(r"\d|\b(?:is|are|was|were|has|have|had|contains?|includes?|consists?)\b")
 _PROPER_NOUN = re.compile(r"(?<=\s)[A-Z][a-z]+")
 
@@ -87,12 +98,23 @@ def classify_role(text: str, metadata: Mapping[str, Any], has_time: bool) -> str
     stripped = text.strip()
     if stripped.endswith("?"):
         return "other"
-    if _DEFINITION.search(text) and not _PRONOUN_SUBJECT.match(text):
+    lowered = text.lower() if text.isascii() else None
+    if (
+        (_screened(lowered, _DEFINITION_WORDS) or _IS_OR_MEANS.search(text) is not None)
+        and _DEFINITION.search(text)
+        and not _PRONOUN_SUBJECT.match(text)
+    ):
         return "definition"
-    if _CLAIM.search(text):
+    if _screened(lowered, _CLAIM_WORDS) and _CLAIM.search(text):
         return "claim"
     if has_time and _EVENT_VERB.search(text):
         return "event"
     if _FACT.search(text) or _PROPER_NOUN.search(text):
         return "fact"
     return "other"
+
+
+def _screened(lowered: str | None, words: tuple[str, ...]) -> bool:
+    """Whether an expression must run: always for non-ASCII text (``lowered`` None), else
+    when the lower-cased text holds one of ``words``."""
+    return lowered is None or any(word in lowered for word in words)
