@@ -92,9 +92,16 @@ def extract_keywords(text: str, budget: int) -> tuple[str, ...]:
     previous = ""
     previous_end = 0
     for index, match in enumerate(_WORD.finditer(text)):
-        word = _POSSESSIVE.sub("", match.group(0))
+        word = match.group(0)
+        if "'" in word or "’" in word:
+            word = _POSSESSIVE.sub("", word)
         key = word.lower()
-        initial = index == 0 or _SENTENCE_END.search(text, previous_end, match.start()) is not None
+        # Most words follow one space, which ends no sentence.
+        start = match.start()
+        initial = index == 0 or (
+            (start - previous_end != 1 or text[previous_end] != " ")
+            and _SENTENCE_END.search(text, previous_end, start) is not None
+        )
         cue = 1.5 if (previous in _NOUN_CUES or previous.isdigit()) and not initial else 1.0
         previous, previous_end = key, match.end()
         if key in _GENERIC or "'" in key or "’" in key or (len(key) < 3 and not key.isdigit()):
