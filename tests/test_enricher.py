@@ -625,3 +625,12 @@ def test_relative_resolution_is_cached_per_expression_and_day() -> None:
     info = times._resolve.cache_info()
     assert (info.misses, info.hits) == (2, 7)
     assert date(2023, 5, 7) == extract_time_tags("yesterday", SESSION)[0].start.date()
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.one_of(st.text(max_size=80), st.text(alphabet=st.characters(max_codepoint=127), max_size=80)))
+def test_the_confidence_counts_letters_and_visible_characters_as_str_does(text: str) -> None:
+    from pgmem.ingestion import enricher
+
+    assert enricher._letters(text) == sum(map(str.isalpha, text))
+    assert len("".join(text.split())) == len(text) - sum(map(str.isspace, text))

@@ -73,6 +73,15 @@ _MONTH_NAMES = (
     "December",
 )
 _WORD = re.compile(r"\w+")
+# ASCII's non-letters, deleted from an ASCII text to count its letters (str.isalpha).
+_ASCII_NON_LETTERS = bytes(code for code in range(128) if not chr(code).isalpha())
+
+
+def _letters(text: str) -> int:
+    """How many characters of ``text`` are letters (``str.isalpha``)."""
+    if text.isascii():
+        return len(text.encode("ascii").translate(None, _ASCII_NON_LETTERS))
+    return sum(map(str.isalpha, text))
 
 
 @dataclass(frozen=True)
@@ -264,8 +273,8 @@ class RuleEnricher:
         text = span.text
         words = len(_WORD.findall(text))
         quality = min(1.0, words / config.quality_words)
-        visible = len(text) - sum(map(str.isspace, text))
-        if visible and sum(map(str.isalpha, text)) < 0.4 * visible:
+        visible = len("".join(text.split()))  # characters that are not whitespace (str.isspace)
+        if visible and _letters(text) < 0.4 * visible:
             quality *= 0.5
         if text.rstrip().endswith("?"):
             quality *= 0.8
