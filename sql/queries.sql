@@ -3,7 +3,10 @@
 -- never string concatenation.
 
 -- name: register_namespace --
-SELECT pgmem.register_namespace_v1(%(namespace)s, %(model)s, %(dimension)s) AS model_id;
+-- With the oid of the vector type the staging table's embedding column takes (resolved
+-- as its CREATE resolves it): the write path copies vectors in their binary form.
+SELECT pgmem.register_namespace_v1(%(namespace)s, %(model)s, %(dimension)s) AS model_id,
+       'vector'::regtype::oid::integer AS vector_oid;
 
 -- name: register_model --
 SELECT pgmem.register_model_v1(%(model)s, %(dimension)s) AS model_id;
@@ -37,7 +40,7 @@ CREATE TEMPORARY TABLE pgmem_staging (
 COPY pgmem_staging (namespace, note_id, external_id, document_id, span_start, span_end, text,
                     context, family, role, confidence, source_ts, model_id, embedding, entities,
                     time_tags, keywords, handles, links, metadata)
-FROM STDIN;
+FROM STDIN (FORMAT BINARY);
 
 -- name: insert_from_staging --
 -- Returns the ids written. A row whose span (or note id) is already taken is skipped
@@ -94,7 +97,7 @@ ALTER TABLE pg_temp.pgmem_staging ADD COLUMN link_keys text[] NOT NULL DEFAULT '
 COPY pgmem_staging (namespace, note_id, external_id, document_id, span_start, span_end, text,
                     context, family, role, confidence, source_ts, model_id, embedding, entities,
                     time_tags, keywords, handles, links, metadata, link_keys)
-FROM STDIN;
+FROM STDIN (FORMAT BINARY);
 
 -- name: bulk_load_insert --
 -- The staged notes with the links pgmem.ingest gives one batch (previous and next span

@@ -193,6 +193,61 @@ def test_vector_text_is_exact(conn: psycopg.Connection[Any]) -> None:
         assert np.array_equal(np.asarray(row[0], dtype=np.float32), vector)
 
 
+class _FixedVectors:
+    """An embedder returning given float32 vectors, by text."""
+
+    name = "fixed-vectors"
+    dimension = 384
+
+    def __init__(self, vectors: dict[str, np.ndarray]) -> None:
+        self.vectors = vectors
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return np.stack([self.vectors[text] for text in texts])
+
+
+def test_the_write_path_copies_vectors_exactly(conn: psycopg.Connection[Any], dsn: str) -> None:
+    """ingest, pgmem.aio.ingest and bulk_load copy vectors in pgvector's binary form: every
+    float32 arrives as it was (extremes, subnormals, -0.0, neighbours one ulp apart), and the
+    caller's connection gains no adapter."""
+    from pgmem.embeddings import embed_unique
+
+    vectors = np.random.default_rng(7).standard_normal((6, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors[0, :5] = [1e-38, 1.1754944e-38, -0.0, 1e-45, -1e-45]
+    vectors[1] = np.nextafter(vectors[0], np.float32(np.inf))
+    texts = [f"Note {i} about the lamp." for i in range(len(vectors))]
+    embedder = _FixedVectors(dict(zip(texts, vectors, strict=True)))
+    # What the write path stores: the embedder's vectors as embed_unique gives them (unit rows).
+    expected = dict(zip(texts, embed_unique(embedder, texts), strict=True))
+    assert expected[texts[0]][3] == 1e-45 and expected[texts[1]].tobytes() != expected[texts[0]].tobytes()
+    before = conn.adapters.get_dumper_by_oid  # the caller's adapters map, as it was
+
+    def stored(namespace: str) -> dict[str, np.ndarray]:
+        rows = conn.execute(
+            "SELECT text, embedding::real[] FROM pgmem.notes WHERE namespace = %s", (namespace,)
+        ).fetchall()
+        return {text: np.asarray(values, dtype=np.float32) for text, values in rows}
+
+    async def aio_ingest() -> None:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as aconn:
+            await pgmem.aio.ingest(aconn, make_spans(texts[2:4]), namespace="aio", embedder=embedder)
+
+    pgmem.ingest(conn, make_spans(texts[:3]), namespace="sync", embedder=embedder)
+    asyncio.run(aio_ingest())
+    pgmem.bulk_load(conn, iter(make_spans(texts)), namespace="bulk-exact", embedder=embedder)
+    for namespace, written in (("sync", texts[:3]), ("aio", texts[2:4]), ("bulk-exact", texts)):
+        got = stored(namespace)
+        assert sorted(got) == sorted(written)
+        for text in written:
+            assert got[text].tobytes() == expected[text].tobytes(), (namespace, text)
+    oid = conn.execute("SELECT 'vector'::regtype::oid::integer").fetchone()
+    assert oid is not None
+    with pytest.raises(psycopg.ProgrammingError):  # no vector dumper left on the caller's connection
+        conn.adapters.get_dumper_by_oid(oid[0], psycopg.pq.Format.BINARY)
+    assert conn.adapters.get_dumper_by_oid == before
+
+
 def test_async_bulk_load_is_the_sync_bulk_load(
     conn: psycopg.Connection[Any], other_dsn: str, roles: dict[str, str], hashing: HashingEmbedder
 ) -> None:

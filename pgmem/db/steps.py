@@ -23,6 +23,7 @@ import psycopg
 from psycopg import sql
 
 from pgmem.db.queries import Statement, query, run, run_async
+from pgmem.db.vectors import vector_binary_dumper
 
 T = TypeVar("T")
 
@@ -51,10 +52,28 @@ class Script:
 
 @dataclass(frozen=True)
 class Copy:
-    """``COPY ... FROM STDIN`` with the named statement, writing ``rows``."""
+    """``COPY ... FROM STDIN`` with the named statement, writing ``rows``.
+
+    ``types`` are the columns' types (names or oids) for a binary COPY (``FORMAT
+    BINARY``), where each value is dumped by its column's type; ``vector_oid`` is the
+    database's pgvector ``vector`` type, whose columns take numpy vectors in binary form.
+    """
 
     name: str
     rows: Iterable[tuple[Any, ...]]
+    types: tuple[str | int, ...] = ()
+    vector_oid: int | None = None
+
+
+_Cursor = TypeVar("_Cursor", psycopg.Cursor[Any], psycopg.AsyncCursor[Any])
+
+
+def _copy_cursor(cursor: _Cursor, step: Copy) -> _Cursor:
+    """``cursor`` ready for ``step``'s rows: the vector dumper registered on it alone (the
+    caller's connection keeps its adapters)."""
+    if step.vector_oid is not None:
+        cursor.adapters.register_dumper(None, vector_binary_dumper(step.vector_oid))
+    return cursor
 
 
 @dataclass(frozen=True)
@@ -108,7 +127,9 @@ def _perform(
         conn.execute(step.sql)
         return None
     if isinstance(step, Copy):
-        with conn.cursor().copy(query(step.name)) as copy:
+        with _copy_cursor(conn.cursor(), step).copy(query(step.name)) as copy:
+            if step.types:
+                copy.set_types(list(step.types))
             for row in step.rows:
                 copy.write_row(row)
         return None
@@ -170,7 +191,9 @@ async def _perform_async(
         await conn.execute(step.sql)
         return None
     if isinstance(step, Copy):
-        async with conn.cursor().copy(query(step.name)) as copy:
+        async with _copy_cursor(conn.cursor(), step).copy(query(step.name)) as copy:
+            if step.types:
+                copy.set_types(list(step.types))
             for row in step.rows:
                 await copy.write_row(row)
         return None

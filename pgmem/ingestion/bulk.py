@@ -35,6 +35,8 @@ from pgmem.ingestion.writer import (
     enrich_and_embed,
     link_keys,
     note_row,
+    register_namespace,
+    staging_types,
 )
 from pgmem.types import Span
 from pgmem.validate import check_namespace, whole
@@ -164,14 +166,7 @@ def bulk_load_steps(
         yield Begin()
         yield from _check_owner()
         yield from _lock()
-        model_id = int(
-            (
-                yield from _one(
-                    "register_namespace",
-                    {"namespace": namespace, "model": embedder.name, "dimension": embedder.dimension},
-                )
-            )
-        )
+        model_id, vector_oid = yield from register_namespace(ACTION, namespace, embedder)
         if (yield from _one("bulk_load_namespace_used", {"namespace": namespace})):
             raise InputError(
                 f"{ACTION}: namespace {namespace!r} already holds notes; a bulk load writes a new namespace"
@@ -197,6 +192,8 @@ def bulk_load_steps(
                         (*note_row(namespace, model_id, item, facet, vector, []), _staged_keys(facet))
                         for item, facet, vector in zip(part, facets, vectors, strict=True)
                     ),
+                    staging_types(vector_oid, "text[]"),
+                    vector_oid,
                 )
         lap("write")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,7 +23,6 @@ from psycopg.types.json import Jsonb
 from pgmem.db.errors import database_errors
 from pgmem.db.queries import Statement
 from pgmem.db.steps import Begin, Commit, Compute, Copy, Execute, Fetch, Steps
-from pgmem.db.vectors import vector_literal
 from pgmem.embeddings import Embedder, embed_unique
 from pgmem.errors import InputError, SchemaError
 from pgmem.ingestion.enricher import Enricher, Enrichment, RuleEnricher, SpanInput
@@ -46,6 +46,19 @@ CHUNK = 256
 RARE_KEY_NOTES = 5
 #: At most this many links per note through shared rare keys (lowest note ids first).
 MAX_KEY_LINKS = 3
+#: The staging table's column types, in :func:`note_row`'s order, for the binary COPY
+#: (the embedding's is the database's vector oid, read before the copy).
+STAGING_TYPES: tuple[str, ...] = (
+    "text", "uuid", "text", "text", "int4", "int4", "text", "text", "text", "text", "float4", "timestamptz",
+    "int4", "vector", "jsonb", "jsonb", "text[]", "text[]", "uuid[]", "jsonb",
+)  # fmt: skip
+
+
+def staging_types(vector_oid: int, *extra: str) -> tuple[str | int, ...]:
+    """:data:`STAGING_TYPES` with the vector oid, then the ``extra`` columns' types."""
+    return tuple(vector_oid if name == "vector" else name for name in STAGING_TYPES) + extra
+
+
 #: Entities weaker than this are not used to link notes.
 LINK_ENTITY_CONFIDENCE = 0.6
 #: Longest supersede reason kept in the audit table.
@@ -267,6 +280,21 @@ def _shared_key_links(
     return links
 
 
+def register_namespace(action: str, namespace: str, embedder: Embedder) -> Steps[tuple[int, int]]:
+    """Bind ``namespace`` to the embedder's model (created if new): the model's id, and the
+    oid of the vector type the staging table takes (for the binary COPY)."""
+    rows = yield Fetch(
+        Statement(
+            action,
+            "register_namespace",
+            {"namespace": namespace, "model": embedder.name, "dimension": embedder.dimension},
+        )
+    )
+    if not rows:
+        raise SchemaError(f"{action}: pgmem.register_namespace_v1 returned no model id")
+    return int(rows[0]["model_id"]), int(rows[0]["vector_oid"])
+
+
 def note_row(
     namespace: str,
     model_id: int,
@@ -278,7 +306,7 @@ def note_row(
     span = item.span
     return (
         namespace,
-        item.note_id,
+        uuid.UUID(item.note_id),
         span.external_id,
         span.document_id,
         span.start,
@@ -290,7 +318,7 @@ def note_row(
         facets.confidence,
         item.source_ts,
         model_id,
-        vector_literal(vector),
+        vector,
         Jsonb([{"text": e.text, "confidence": e.confidence} for e in facets.entities]),
         Jsonb(
             [
@@ -306,7 +334,7 @@ def note_row(
         ),
         list(facets.keywords),
         list(facets.handles),
-        links,
+        [uuid.UUID(link) for link in links],
         Jsonb(item.metadata),
     )
 
@@ -431,16 +459,7 @@ def write(
         for note_id, partners in shared.items():
             links[note_id] = links[note_id] + [p for p in partners if p not in links[note_id]]
         yield Begin()
-        model_rows = yield Fetch(
-            Statement(
-                action,
-                "register_namespace",
-                {"namespace": namespace, "model": embedder.name, "dimension": embedder.dimension},
-            )
-        )
-        if not model_rows:
-            raise SchemaError("pgmem.register_namespace_v1 returned no model id")
-        model_id = int(model_rows[0]["model_id"])
+        model_id, vector_oid = yield from register_namespace(action, namespace, embedder)
         if replaced:
             requests = [(new_id, note) for new_id, note in replaced.items()]
             yield Execute(
@@ -465,6 +484,8 @@ def write(
                 note_row(namespace, model_id, item, facet, vector, links[item.note_id])
                 for item, facet, vector in zip(fresh, facets, vectors, strict=True)
             ),
+            staging_types(vector_oid),
+            vector_oid,
         )
         inserted = yield Fetch(Statement(action, "insert_from_staging", {}))
         written = {str(row["note_id"]) for row in inserted}
