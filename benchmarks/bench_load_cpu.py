@@ -1,14 +1,15 @@
 """What a note costs to write, in CPU: the bound on load throughput (a benchmark, not a test).
 
 Wall times on a shared machine move with its load; CPU time barely does. This measures
-the CPU of the loading process (``time.process_time``) and of every process of the
-embedded server (its backends, parallel maintenance workers and autovacuum: the
+the CPU of the loading process (``time.process_time``, with its enrichment workers') and
+of every process of the embedded server (its backends, parallel maintenance workers and autovacuum: the
 postmaster and its children in ``/proc``), so that ``cores / CPU seconds per note``
 bounds the throughput any schedule of the same work could reach.
 
 * ``bulk N``: a ``pgmem.bulk_load`` of N recombined real sentences (bench_scale's
   corpus, hashing vectors computed beforehand: embedding excluded) into a new store
-  under ``--home``; client and server CPU per note, wall time per phase.
+  under ``--home`` (``--enrich-workers W``: its ``enrich_workers``); client and server
+  CPU per note, wall time per phase.
 * ``reindex``: the HNSW index of a store rebuilt alone (``REINDEX INDEX``), server CPU
   per vector — the graph build's share of a load.
 
@@ -42,18 +43,27 @@ def _server_cpu(home: Path) -> float:
     return seconds
 
 
-def bulk(notes: int, home: Path) -> dict[str, Any]:
+def _client_cpu() -> float:
+    """This process's CPU seconds and its ended children's (bulk_load's enrichment workers)."""
+    times = os.times()
+    return time.process_time() + times.children_user + times.children_system
+
+
+def bulk(notes: int, home: Path, enrich_workers: int = 0) -> dict[str, Any]:
     sentences, _ = real_sentences(DATA)
     texts = synthetic(sentences, notes, seed=0)
     embedder = StoredVectors(texts, HashingEmbedder(dimension=DIMENSION).embed(texts))
     with pgmem.connect(home=str(home), migrate=True) as conn:
-        client, server, wall = time.process_time(), _server_cpu(home), time.perf_counter()
-        result = pgmem.bulk_load(conn, spans(texts, 0), namespace=NAMESPACE, embedder=embedder)
-        client = time.process_time() - client
+        client, server, wall = _client_cpu(), _server_cpu(home), time.perf_counter()
+        result = pgmem.bulk_load(
+            conn, spans(texts, 0), namespace=NAMESPACE, embedder=embedder, enrich_workers=enrich_workers
+        )
+        client = _client_cpu() - client
         server = _server_cpu(home) - server
         wall = time.perf_counter() - wall
     return {
         "notes": notes,
+        "enrich_workers": enrich_workers,
         "wall_s": wall,
         "notes_per_s": notes / wall,
         "client_ms_per_note": 1000 * client / notes,
@@ -95,8 +105,9 @@ def main() -> None:
     parser.add_argument("mode", choices=("bulk", "reindex"))
     parser.add_argument("notes", type=int, nargs="?", default=60_000, help="bulk: notes to load (default 60,000)")
     parser.add_argument("--home", type=Path, required=True, help="embedded server folder (bulk: a new one)")
+    parser.add_argument("--enrich-workers", type=int, default=0, help="bulk: pgmem.bulk_load's enrich_workers (0)")
     args = parser.parse_args()
-    out = bulk(args.notes, args.home) if args.mode == "bulk" else reindex(args.home)
+    out = bulk(args.notes, args.home, args.enrich_workers) if args.mode == "bulk" else reindex(args.home)
     print(json.dumps({"mode": args.mode, "load_average": os.getloadavg(), **out}, indent=1))
 
 

@@ -223,6 +223,7 @@ async def bulk_load(
     enricher: Enricher | None = None,
     progress: Callable[[int], None] | None = None,
     maintenance_work_mem: int | None = None,
+    enrich_workers: int = 0,
 ) -> BulkLoadResult:
     """First load of a new namespace: :func:`pgmem.bulk_load` on an async connection.
 
@@ -238,6 +239,7 @@ async def bulk_load(
         enricher=enricher,
         progress=progress,
         maintenance_work_mem=maintenance_work_mem,
+        enrich_workers=enrich_workers,
     )
     return await drive_async(conn, steps)
 

@@ -137,6 +137,7 @@ def bulk_load(
     enricher: Enricher | None = None,
     progress: Callable[[int], None] | None = None,
     maintenance_work_mem: int | None = None,
+    enrich_workers: int = 0,
 ) -> BulkLoadResult:
     """First load of a new namespace: :func:`ingest`'s notes, the table's indexes built once.
 
@@ -176,6 +177,14 @@ def bulk_load(
     maintenance_work_mem : int, optional
         Bytes for the index builds (1 MiB to 1 TiB). Default: the HNSW graph's estimate
         (``notes * (4 * dimension + 400) * 1.25``) when that exceeds the server's setting.
+    enrich_workers : int, optional
+        Processes that enrich spans beside this one (0 to 64; default 0: enrichment runs
+        here). The enricher is pure Python, so on a machine with cores to spare a load
+        whose vectors come precomputed or from a remote model spends most of its client
+        time enriching: each worker takes a share of every part of the load (the same
+        facets, in order). Workers start with ``spawn``: the enricher must pickle, and a
+        script that calls this must guard its entry point with ``if __name__ ==
+        "__main__":`` (docs/performance.md measures what it gains).
 
     Returns
     -------
@@ -188,6 +197,9 @@ def bulk_load(
     InputError
         A span is invalid (named), two spans give one document span different
         content, or ``namespace`` already holds notes.
+    ConfigurationError
+        ``maintenance_work_mem`` or ``enrich_workers`` is out of range, or the enricher
+        does not pickle while ``enrich_workers`` asks for workers.
     DatabaseError
         The caller does not own ``pgmem.notes``, or another session has it open.
     EmbeddingMismatchError
@@ -202,6 +214,7 @@ def bulk_load(
             enricher=enricher,
             progress=progress,
             maintenance_work_mem=maintenance_work_mem,
+            enrich_workers=enrich_workers,
         ),
     )
 

@@ -15,6 +15,7 @@ from psycopg import sql
 
 import pgmem
 from pgmem.db.resources import migration_function
+from pgmem.ingestion.enricher import RuleEnricher
 
 
 def make_spans(texts: list[str], *, document_id: str = "doc", family: str = "f", **fields: Any) -> list[pgmem.Span]:
@@ -35,6 +36,16 @@ def make_spans(texts: list[str], *, document_id: str = "doc", family: str = "f",
         )
         position += size + 1
     return spans
+
+
+class FailingEnricher(RuleEnricher):
+    """The rule enricher, raising on a span whose text holds FAIL (it pickles: a worker
+    process of a bulk load imports it from here)."""
+
+    def enrich(self, span: Any) -> Any:
+        if "FAIL" in span.text:
+            raise ValueError(f"the enricher failed on {span.text!r}")
+        return super().enrich(span)
 
 
 def as_role(dsn: str, role: str, namespace: str | None) -> psycopg.Connection[Any]:

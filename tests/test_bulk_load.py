@@ -6,13 +6,14 @@ table) and leaves nothing behind when it refuses."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import psycopg
 import pytest
-from helpers import as_role, make_spans, stats_are_consistent
+from helpers import FailingEnricher, as_role, make_spans, stats_are_consistent
 from psycopg import sql
 from psycopg.rows import dict_row
 
@@ -21,6 +22,7 @@ import pgmem.aio
 from pgmem.api import build_hints
 from pgmem.db.queries import run
 from pgmem.embeddings import HashingEmbedder
+from pgmem.ingestion.enricher import RuleEnricher
 from pgmem.retrieval.stage_one import stage_one_arguments
 
 NAMESPACE = "bulk"
@@ -191,6 +193,62 @@ def test_vector_text_is_exact(conn: psycopg.Connection[Any]) -> None:
         row = conn.execute("SELECT (%s::vector)::real[]", (vector_literal(vector),)).fetchone()
         assert row is not None
         assert np.array_equal(np.asarray(row[0], dtype=np.float32), vector)
+
+
+def test_enrich_workers_write_what_one_process_writes(
+    conn: psycopg.Connection[Any], other_dsn: str, hashing: HashingEmbedder
+) -> None:
+    """Enrichment in worker processes (sync and async drivers) gives the same notes, links,
+    postings and statistics as enrichment in the caller's process."""
+    spans = _spans()
+    expected = pgmem.bulk_load(conn, iter(spans), namespace=NAMESPACE, embedder=hashing)
+
+    async def load_async(aconn_dsn: str) -> pgmem.BulkLoadResult:
+        async with await psycopg.AsyncConnection.connect(aconn_dsn, autocommit=True) as aconn:
+            return await pgmem.aio.bulk_load(
+                aconn, iter(spans), namespace="async-workers", embedder=hashing, enrich_workers=1
+            )
+
+    with psycopg.connect(other_dsn, autocommit=True) as other:
+        got = pgmem.bulk_load(other, iter(spans), namespace=NAMESPACE, embedder=hashing, enrich_workers=2)
+        assert (got.note_ids, got.inserted) == (expected.note_ids, expected.inserted)
+        assert _state(other) == _state(conn)
+        assert _stage_one(other, hashing) == _stage_one(conn, hashing)
+    in_async = asyncio.run(load_async(other_dsn))
+    assert in_async.inserted == expected.inserted
+
+
+@pytest.mark.parametrize("workers", [-1, 65, True, 1.5, "2"])
+def test_enrich_workers_must_be_a_count(conn: psycopg.Connection[Any], hashing: HashingEmbedder, workers: Any) -> None:
+    with pytest.raises(pgmem.ConfigurationError, match="enrich_workers"):
+        pgmem.bulk_load(conn, iter(_spans()), namespace=NAMESPACE, embedder=hashing, enrich_workers=workers)
+    assert conn.execute("SELECT count(*) FROM pgmem.notes").fetchone() == (0,)
+
+
+def test_enrich_workers_refuse_an_enricher_that_does_not_pickle(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder
+) -> None:
+    enricher = RuleEnricher()
+    enricher.lock = threading.Lock()  # type: ignore[attr-defined]  # a lock does not pickle
+    with pytest.raises(pgmem.ConfigurationError, match=r"enrich_workers=1 needs an enricher that pickles"):
+        pgmem.bulk_load(
+            conn, iter(_spans()), namespace=NAMESPACE, embedder=hashing, enricher=enricher, enrich_workers=1
+        )
+    pgmem.bulk_load(conn, iter(_spans()), namespace=NAMESPACE, embedder=hashing, enricher=enricher)  # in process: fine
+
+
+def test_an_enricher_failing_in_a_worker_fails_the_load_and_writes_nothing(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder
+) -> None:
+    # The failing span is the last: with one worker, the second half of the part is the worker's.
+    spans = _spans()[:-2] + make_spans(["A note that will FAIL."], document_id="doc-fail")
+    before = _indexes(conn)
+    with pytest.raises(ValueError, match=r"the enricher failed on 'A note that will FAIL\.'"):
+        pgmem.bulk_load(
+            conn, iter(spans), namespace=NAMESPACE, embedder=hashing, enricher=FailingEnricher(), enrich_workers=1
+        )
+    assert conn.execute("SELECT count(*) FROM pgmem.notes").fetchone() == (0,)
+    assert _indexes(conn) == before
 
 
 class _FixedVectors:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,7 @@ from pgmem.db.steps import Begin, Commit, Compute, Copy, Execute, Fetch, Script,
 from pgmem.embeddings import Embedder
 from pgmem.errors import DatabaseError, InputError, SchemaError
 from pgmem.ingestion.enricher import Enricher, Enrichment, RuleEnricher
+from pgmem.ingestion.parallel import EnrichPool, check_enrich_workers
 from pgmem.ingestion.spans import ValidSpan, validate_span
 from pgmem.ingestion.writer import (
     CHUNK,
@@ -147,12 +149,14 @@ def bulk_load_steps(
     enricher: Enricher | None,
     progress: Callable[[int], None] | None,
     maintenance_work_mem: int | None,
+    enrich_workers: int = 0,
 ) -> Steps[BulkLoadResult]:
     """The body of :func:`pgmem.bulk_load` (documented there), as steps for either driver."""
     check_namespace(namespace)
     if maintenance_work_mem is not None:
         whole(f"{ACTION}: maintenance_work_mem", maintenance_work_mem, 1 << 20, 1 << 40)
     enricher = enricher or RuleEnricher()
+    check_enrich_workers(enrich_workers, enricher)
     seconds: dict[str, float] = {}
     started = tick = time.perf_counter()
 
@@ -181,20 +185,22 @@ def bulk_load_steps(
 
         seen: dict[SpanKey, ValidSpan] = {}
         order: list[str] = []
-        for checked, fresh in _validated(spans, namespace, seen):
-            order.extend(item.note_id for item in checked)
-            for start in range(0, len(fresh), CHUNK * 8):
-                part = fresh[start : start + CHUNK * 8]
-                facets, vectors = yield Compute(enrich_and_embed, (part, enricher, embedder, progress))
-                yield Copy(
-                    "bulk_load_copy",
-                    (
-                        (*note_row(namespace, model_id, item, facet, vector, []), _staged_keys(facet))
-                        for item, facet, vector in zip(part, facets, vectors, strict=True)
-                    ),
-                    staging_types(vector_oid, "text[]"),
-                    vector_oid,
-                )
+        # Worker processes, when asked for, enrich beside this one; stopped however the load ends.
+        with EnrichPool(enricher, enrich_workers) if enrich_workers else nullcontext() as pool:
+            for checked, fresh in _validated(spans, namespace, seen):
+                order.extend(item.note_id for item in checked)
+                for start in range(0, len(fresh), CHUNK * 8):
+                    part = fresh[start : start + CHUNK * 8]
+                    facets, vectors = yield Compute(enrich_and_embed, (part, enricher, embedder, progress, pool))
+                    yield Copy(
+                        "bulk_load_copy",
+                        (
+                            (*note_row(namespace, model_id, item, facet, vector, []), _staged_keys(facet))
+                            for item, facet, vector in zip(part, facets, vectors, strict=True)
+                        ),
+                        staging_types(vector_oid, "text[]"),
+                        vector_oid,
+                    )
         lap("write")
 
         inserted = int((yield from _one("bulk_load_insert", {"rare": RARE_KEY_NOTES, "max_links": MAX_KEY_LINKS})))

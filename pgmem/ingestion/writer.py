@@ -26,6 +26,7 @@ from pgmem.db.steps import Begin, Commit, Compute, Copy, Execute, Fetch, Steps
 from pgmem.embeddings import Embedder, embed_unique
 from pgmem.errors import InputError, SchemaError
 from pgmem.ingestion.enricher import Enricher, Enrichment, RuleEnricher, SpanInput
+from pgmem.ingestion.parallel import EnrichPool
 from pgmem.ingestion.spans import MAX_CONTEXT_CHARS, MAX_SPAN_BYTES, ValidSpan, validate_span
 from pgmem.params import ROLES
 from pgmem.types import Span
@@ -368,25 +369,24 @@ def enrich_and_embed(
     enricher: Enricher,
     embedder: Embedder,
     progress: Callable[[int], None] | None = None,
+    pool: EnrichPool | None = None,
 ) -> tuple[list[Enrichment], np.ndarray]:
-    """The CPU part of a write: each span's facets (checked) and its vector, in chunks."""
-    facets = [
-        _checked(
-            v,
-            enricher.enrich(
-                SpanInput(
-                    text=v.span.text,
-                    family=v.span.family,
-                    source_ts=v.source_ts,
-                    role=v.span.role,
-                    confidence=v.span.confidence,
-                    context=v.span.context,
-                    metadata=v.metadata,
-                ),
-            ),
+    """The CPU part of a write: each span's facets (checked) and its vector, in chunks;
+    with ``pool``, the facets are computed by it (the enricher in several processes)."""
+    inputs = [
+        SpanInput(
+            text=v.span.text,
+            family=v.span.family,
+            source_ts=v.source_ts,
+            role=v.span.role,
+            confidence=v.span.confidence,
+            context=v.span.context,
+            metadata=v.metadata,
         )
         for v in fresh
     ]
+    enriched = pool.enrich(inputs) if pool is not None else [enricher.enrich(span) for span in inputs]
+    facets = [_checked(v, facet) for v, facet in zip(fresh, enriched, strict=True)]
     chunks: list[np.ndarray] = []
     for start in range(0, len(fresh), CHUNK):
         chunks.append(embed_unique(embedder, [v.span.text for v in fresh[start : start + CHUNK]]))
