@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import re
 import threading
 from collections.abc import Callable
@@ -44,8 +46,15 @@ class FailingEnricher(RuleEnricher):
 
     def enrich(self, span: Any) -> Any:
         if "FAIL" in span.text:
-            raise ValueError(f"the enricher failed on {span.text!r}")
+            raise ValueError(f"the enricher failed on {span.text!r} in process {os.getpid()}")
         return super().enrich(span)
+
+
+class PidEnricher(RuleEnricher):
+    """The rule enricher, writing the enriching process's id as the context."""
+
+    def enrich(self, span: Any) -> Any:
+        return dataclasses.replace(super().enrich(span), context=str(os.getpid()))
 
 
 def as_role(dsn: str, role: str, namespace: str | None) -> psycopg.Connection[Any]:

@@ -6,6 +6,8 @@ table) and leaves nothing behind when it refuses."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -13,7 +15,7 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from helpers import FailingEnricher, as_role, make_spans, stats_are_consistent
+from helpers import FailingEnricher, PidEnricher, as_role, make_spans, stats_are_consistent
 from psycopg import sql
 from psycopg.rows import dict_row
 
@@ -218,6 +220,28 @@ def test_enrich_workers_write_what_one_process_writes(
     assert in_async.inserted == expected.inserted
 
 
+def test_the_enrich_pool_shares_the_slices_and_keeps_their_order() -> None:
+    from pgmem.ingestion.enricher import SpanInput
+    from pgmem.ingestion.parallel import SLICE_SPANS, EnrichPool
+
+    inputs = [
+        SpanInput(text=f"Note {i}: Ada met Grace in Paris on 8 May 2023.", family="f", source_ts=None, role=None,
+                  confidence=None, context=None, metadata={})
+        for i in range(SLICE_SPANS * 12)
+    ]  # fmt: skip
+    serial = [RuleEnricher().enrich(span) for span in inputs]
+    with EnrichPool(PidEnricher(), 1) as pool:
+        shared = pool.enrich(inputs)
+    assert [dataclasses.replace(facet, context="") for facet in shared] == [
+        dataclasses.replace(facet, context="") for facet in serial
+    ]
+    processes = {facet.context for facet in shared}
+    assert str(os.getpid()) in processes and len(processes) == 2  # this process and the worker both enriched
+    # Each slice is one process's: the process changes only at slice boundaries.
+    changes = [i for i in range(1, len(shared)) if shared[i].context != shared[i - 1].context]
+    assert all(i % SLICE_SPANS == 0 for i in changes)
+
+
 @pytest.mark.parametrize("workers", [-1, 65, True, 1.5, "2"])
 def test_enrich_workers_must_be_a_count(conn: psycopg.Connection[Any], hashing: HashingEmbedder, workers: Any) -> None:
     with pytest.raises(pgmem.ConfigurationError, match="enrich_workers"):
@@ -240,13 +264,14 @@ def test_enrich_workers_refuse_an_enricher_that_does_not_pickle(
 def test_an_enricher_failing_in_a_worker_fails_the_load_and_writes_nothing(
     conn: psycopg.Connection[Any], hashing: HashingEmbedder
 ) -> None:
-    # The failing span is the last: with one worker, the second half of the part is the worker's.
-    spans = _spans()[:-2] + make_spans(["A note that will FAIL."], document_id="doc-fail")
+    # The failing span comes first: the first slice of a part is always a worker's.
+    spans = make_spans(["A note that will FAIL."], document_id="doc-fail") + _spans()[:-2]
     before = _indexes(conn)
-    with pytest.raises(ValueError, match=r"the enricher failed on 'A note that will FAIL\.'"):
+    with pytest.raises(ValueError, match=r"the enricher failed on 'A note that will FAIL\.' in process") as failed:
         pgmem.bulk_load(
             conn, iter(spans), namespace=NAMESPACE, embedder=hashing, enricher=FailingEnricher(), enrich_workers=1
         )
+    assert not str(failed.value).endswith(f" {os.getpid()}")  # raised in the worker, surfaced here
     assert conn.execute("SELECT count(*) FROM pgmem.notes").fetchone() == (0,)
     assert _indexes(conn) == before
 

@@ -1,10 +1,9 @@
 """Enrichment in worker processes, for a bulk load's write phase (``enrich_workers``).
 
 A bulk load's client work is mostly the enricher's (pure Python: one core, whatever the
-machine has), while the database waits for the rows. :class:`EnrichPool` splits each
-part of the load between the calling process and ``workers`` processes of its own: the
-caller's process enriches its share while the workers enrich theirs. The facets are the
-enricher's own, in order, whichever process computed them.
+machine has), while the database waits for the rows. :class:`EnrichPool` shares each
+part of the load between the calling process and ``workers`` processes of its own, slice
+by slice. The facets are the enricher's own, in order, whichever process computed them.
 
 The workers are started with ``spawn`` (a fresh interpreter: safe in a process with
 threads, such as a web server's), receive the enricher once (it must pickle), and are
@@ -27,6 +26,8 @@ from pgmem.validate import whole
 
 #: At most this many enrichment processes per load.
 MAX_ENRICH_WORKERS = 64
+#: Spans per slice a worker (or this process) enriches at a time.
+SLICE_SPANS = 128
 
 _ENRICHER: Enricher | None = None
 
@@ -81,21 +82,23 @@ class EnrichPool:
         )
 
     def enrich(self, inputs: Sequence[SpanInput]) -> list[Enrichment]:
-        """The facets of ``inputs``, in order: ``workers + 1`` contiguous slices, the
-        first enriched here while the workers enrich the others."""
-        share = -(-len(inputs) // (self.workers + 1))  # ceiling
-        futures: list[Future[list[Enrichment]]] = [
-            self._executor.submit(_enrich, inputs[start : start + share]) for start in range(share, len(inputs), share)
-        ]
+        """The facets of ``inputs``, in order. The spans go out in slices of
+        :data:`SLICE_SPANS`; the workers take them from the front while this process takes
+        the ones no worker has started yet from the back (a slice is cancelled before it is
+        enriched here), so the processes share the work however fast each one is."""
+        slices = [inputs[start : start + SLICE_SPANS] for start in range(0, len(inputs), SLICE_SPANS)]
+        futures: list[Future[list[Enrichment]]] = [self._executor.submit(_enrich, part) for part in slices]
+        done: dict[int, list[Enrichment]] = {}
         try:
-            facets = [self.enricher.enrich(span) for span in inputs[:share]]
-            for future in futures:
-                facets.extend(future.result())
+            for index in reversed(range(len(slices))):
+                if not futures[index].cancel():
+                    break  # a worker has it, and every slice before it
+                done[index] = [self.enricher.enrich(span) for span in slices[index]]
+            return [facet for index, future in enumerate(futures) for facet in done.get(index) or future.result()]
         except BaseException:
             for future in futures:
                 future.cancel()
             raise
-        return facets
 
     def close(self) -> None:
         """Stop the workers (pending slices are cancelled)."""
