@@ -306,8 +306,15 @@ def bulk_main(args: argparse.Namespace) -> None:
     with pgmem.connect(args.dsn, migrate=True) as conn:
         out.update(versions(conn))
         if stored_notes(conn) == 0:
-            result = pgmem.bulk_load(conn, spans(texts[: args.notes], 0), namespace=NAMESPACE, embedder=load_embedder)
+            result = pgmem.bulk_load(
+                conn,
+                spans(texts[: args.notes], 0),
+                namespace=NAMESPACE,
+                embedder=load_embedder,
+                enrich_workers=args.enrich_workers,
+            )
             out["bulk_load"] = {
+                "enrich_workers": args.enrich_workers,
                 "seconds": result.seconds,
                 "indexes": result.indexes,
                 "maintenance_work_mem": result.maintenance_work_mem,
@@ -412,6 +419,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--writers", type=int, default=1, help="with --bulk: incremental batches written at once, a connection each (1)"
+    )
+    parser.add_argument(
+        "--enrich-workers", type=int, default=0, help="with --bulk: pgmem.bulk_load's enrich_workers (0)"
     )
     parser.add_argument(
         "--ingest-only", action="store_true", help="with --bulk: the incremental batches alone (no search timed)"
