@@ -7,11 +7,20 @@ are cleared before every pass, so each pass is what a fresh process ingesting th
 corpus would see.
 
     .venv/bin/python benchmarks/bench_enrich.py [--data PATH] [--passes N]
+
+``--corpora DIR`` enriches instead every span of the shared corpora under DIR (LoCoMo,
+MultiHop-RAG, HotpotQA, as their loaders give them) and ``--recombined`` sentences of the
+bulk benchmarks' corpus, and prints the CPU per span (``time.process_time``, the median
+pass: it holds on a loaded machine) per source and for all; ``--digest`` adds a digest of
+every facet, to compare two trees' enrichers (the same digest, the same facets):
+
+    PYTHONPATH=.:benchmarks python benchmarks/bench_enrich.py --corpora ../shared/data --digest
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import platform
 import re
@@ -21,8 +30,10 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pgmem
 from pgmem.ingestion import times
 from pgmem.ingestion.enricher import RuleEnricher, SpanInput
+from pgmem.ingestion.spans import validate_span
 
 DEFAULT_DATA = Path("/work/shared/data/locomo/locomo_dev5.json")
 _SESSION = re.compile(r"^session_(\d+)$")
@@ -63,11 +74,72 @@ def clear_caches() -> None:
     times._parse_absolute.cache_clear()
 
 
+def span_inputs(spans: list[pgmem.Span], namespace: str) -> list[SpanInput]:
+    """What the enricher sees of each span (validated as the write path validates it)."""
+    inputs = []
+    for index, span in enumerate(spans):
+        valid = validate_span(index, span, namespace)
+        inputs.append(
+            SpanInput(
+                text=valid.span.text,
+                family=valid.span.family,
+                source_ts=valid.source_ts,
+                role=valid.span.role,
+                confidence=valid.span.confidence,
+                context=valid.span.context,
+                metadata=valid.metadata,
+            )
+        )
+    return inputs
+
+
+def corpora(data: Path, recombined: int, passes: int, digest: bool) -> None:
+    """CPU per span over the shared corpora and recombined sentences (``--corpora``)."""
+    from bench_lexical import synthetic
+
+    from pgmem.eval.bench import real_sentences
+    from pgmem.eval.datasets import load_dataset
+
+    sources: dict[str, list[SpanInput]] = {}
+    for name in ("locomo", "multihop", "hotpotqa"):
+        corpus = load_dataset(name, data)
+        sources[name] = [span for ns, spans in corpus.spans.items() for span in span_inputs(list(spans), ns)]
+    if recombined:
+        texts = synthetic(real_sentences(data)[0], recombined, seed=0)
+        spans = [pgmem.Span(document_id=f"d{i}", text=t, start=0, end=len(t.encode())) for i, t in enumerate(texts)]
+        sources["recombined"] = span_inputs(spans, "recombined")
+    enricher = RuleEnricher()
+    report: dict[str, float | int | str] = {}
+    facets_digest = hashlib.sha256()
+    total_cpu, total_spans = 0.0, 0
+    for name, inputs in sources.items():
+        cpu = []
+        for _ in range(passes):
+            started = time.process_time()
+            facets = [enricher.enrich(span) for span in inputs]
+            cpu.append(time.process_time() - started)
+        report[f"{name}_spans"] = len(inputs)
+        report[f"{name}_ms_per_span"] = round(1000 * statistics.median(cpu) / len(inputs), 4)
+        total_cpu += statistics.median(cpu)
+        total_spans += len(inputs)
+        facets_digest.update(repr(facets).encode())
+    report["all_ms_per_span"] = round(1000 * total_cpu / total_spans, 4)
+    if digest:
+        report["digest"] = facets_digest.hexdigest()[:16]
+    print(json.dumps(report, indent=1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument("--corpora", type=Path, help="the shared data folder: CPU per span over all its corpora")
+    parser.add_argument("--recombined", type=int, default=20_000, help="with --corpora: recombined sentences too")
+    parser.add_argument("--digest", action="store_true", help="with --corpora: a digest of every facet")
     args = parser.parse_args()
+    if args.corpora is not None:
+        corpora(args.corpora, args.recombined, args.passes, args.digest)
+        return
 
     spans = load_turns(args.data)
     enricher = RuleEnricher()
