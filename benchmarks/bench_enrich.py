@@ -34,6 +34,7 @@ import pgmem
 from pgmem.ingestion import times
 from pgmem.ingestion.enricher import RuleEnricher, SpanInput
 from pgmem.ingestion.spans import validate_span
+from pgmem.ingestion.writer import span_input
 
 DEFAULT_DATA = Path("/work/shared/data/locomo/locomo_dev5.json")
 _SESSION = re.compile(r"^session_(\d+)$")
@@ -76,26 +77,13 @@ def clear_caches() -> None:
 
 def span_inputs(spans: list[pgmem.Span], namespace: str) -> list[SpanInput]:
     """What the enricher sees of each span (validated as the write path validates it)."""
-    inputs = []
-    for index, span in enumerate(spans):
-        valid = validate_span(index, span, namespace)
-        inputs.append(
-            SpanInput(
-                text=valid.span.text,
-                family=valid.span.family,
-                source_ts=valid.source_ts,
-                role=valid.span.role,
-                confidence=valid.span.confidence,
-                context=valid.span.context,
-                metadata=valid.metadata,
-            )
-        )
-    return inputs
+    return [span_input(validate_span(index, span, namespace)) for index, span in enumerate(spans)]
 
 
 def corpora(data: Path, recombined: int, passes: int, digest: bool) -> None:
     """CPU per span over the shared corpora and recombined sentences (``--corpora``)."""
     from bench_lexical import synthetic
+    from bench_scale import spans as bulk_spans
 
     from pgmem.eval.bench import real_sentences
     from pgmem.eval.datasets import load_dataset
@@ -106,8 +94,7 @@ def corpora(data: Path, recombined: int, passes: int, digest: bool) -> None:
         sources[name] = [span for ns, spans in corpus.spans.items() for span in span_inputs(list(spans), ns)]
     if recombined:
         texts = synthetic(real_sentences(data)[0], recombined, seed=0)
-        spans = [pgmem.Span(document_id=f"d{i}", text=t, start=0, end=len(t.encode())) for i, t in enumerate(texts)]
-        sources["recombined"] = span_inputs(spans, "recombined")
+        sources["recombined"] = span_inputs(bulk_spans(texts, 0), "recombined")
     enricher = RuleEnricher()
     report: dict[str, float | int | str] = {}
     facets_digest = hashlib.sha256()

@@ -364,6 +364,20 @@ def _verify_skipped(namespace: str, action: str, skipped: list[ValidSpan]) -> St
         raise _refusal(action, conflicts)
 
 
+def span_input(item: ValidSpan) -> SpanInput:
+    """What the enricher sees of a validated span."""
+    span = item.span
+    return SpanInput(
+        text=span.text,
+        family=span.family,
+        source_ts=item.source_ts,
+        role=span.role,
+        confidence=span.confidence,
+        context=span.context,
+        metadata=item.metadata,
+    )
+
+
 def enrich_and_embed(
     fresh: Sequence[ValidSpan],
     enricher: Enricher,
@@ -373,18 +387,7 @@ def enrich_and_embed(
 ) -> tuple[list[Enrichment], np.ndarray]:
     """The CPU part of a write: each span's facets (checked) and its vector, in chunks;
     with ``pool``, the facets are computed by it (the enricher in several processes)."""
-    inputs = [
-        SpanInput(
-            text=v.span.text,
-            family=v.span.family,
-            source_ts=v.source_ts,
-            role=v.span.role,
-            confidence=v.span.confidence,
-            context=v.span.context,
-            metadata=v.metadata,
-        )
-        for v in fresh
-    ]
+    inputs = [span_input(v) for v in fresh]
     enriched = pool.enrich(inputs) if pool is not None else [enricher.enrich(span) for span in inputs]
     facets = [_checked(v, facet) for v, facet in zip(fresh, enriched, strict=True)]
     chunks: list[np.ndarray] = []
