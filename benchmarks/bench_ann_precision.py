@@ -125,9 +125,10 @@ def prepare(conn: psycopg.Connection[Any], variant: Variant, memory: str, rebuil
         conn.execute(f"CREATE TABLE {variant.table} (id integer PRIMARY KEY, v vector({DIMENSION}))")
         conn.execute(f"INSERT INTO {variant.table} SELECT id, v FROM ann_bench")
         conn.execute(f"VACUUM ANALYZE {variant.table}")
-    elif not rebuild:
-        return
     if not variant.indexed:
+        return
+    # A kept index is reused; one missing (a build that did not finish) is built.
+    if not rebuild and not conn.execute("SELECT to_regclass(%s) IS NULL", (f"{variant.table}_hnsw",)).fetchone()[0]:
         return
     conn.execute(f"SET maintenance_work_mem = '{memory}'")
     conn.execute(f"DROP INDEX IF EXISTS {variant.table}_hnsw")
