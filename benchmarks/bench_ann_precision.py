@@ -99,9 +99,12 @@ class Variant:
         return f"SELECT id FROM {self.table} ORDER BY {_KINDS[self.kind][1]} LIMIT {K}"
 
 
-def _copy(conn: psycopg.Connection[Any], table: str, first_id: int, vectors: np.ndarray) -> None:
-    """``vectors`` into ``table`` (id, v) by one binary COPY, ids from ``first_id``."""
-    oid = conn.execute("SELECT 'vector'::regtype::oid").fetchone()[0]
+def _vector_oid(conn: psycopg.Connection[Any]) -> int:
+    return int(conn.execute("SELECT 'vector'::regtype::oid").fetchone()[0])
+
+
+def _copy(conn: psycopg.Connection[Any], oid: int, table: str, first_id: int, vectors: np.ndarray) -> None:
+    """``vectors`` into ``table`` (id, v) by one binary COPY, ids from ``first_id``; ``oid``: the vector type's."""
     with conn.cursor() as cur:
         cur.adapters.register_dumper(np.ndarray, vector_binary_dumper(oid))
         with cur.copy(f"COPY {table} (id, v) FROM STDIN (FORMAT BINARY)") as copy:
@@ -114,7 +117,7 @@ def load(conn: psycopg.Connection[Any], vectors: np.ndarray) -> None:
     """The table ``ann_bench`` (id, v) holding ``vectors``, without an index but its key."""
     conn.execute(f"CREATE TABLE ann_bench (id integer PRIMARY KEY, v vector({DIMENSION}))")
     started = time.perf_counter()
-    _copy(conn, "ann_bench", 0, vectors)
+    _copy(conn, _vector_oid(conn), "ann_bench", 0, vectors)
     conn.execute("VACUUM ANALYZE ann_bench")
     print(f"loaded {len(vectors):,} vectors in {time.perf_counter() - started:.1f} s", flush=True)
 
@@ -178,11 +181,12 @@ def inserts(conninfo: str, variants: list[Variant], vectors: np.ndarray, first_i
     the variants interleaved, each on its own connection in one transaction rolled back."""
     with ExitStack() as stack:
         connections = [stack.enter_context(psycopg.connect(conninfo)) for _ in variants]
+        oid = _vector_oid(connections[0])  # looked up once, outside the timed batches
         per_row: list[list[float]] = [[] for _ in variants]
         for start, batch in _batches(vectors, first_id):
             for conn, variant, times in zip(connections, variants, per_row, strict=True):
                 tick = time.perf_counter()
-                _copy(conn, variant.table, start, batch)
+                _copy(conn, oid, variant.table, start, batch)
                 times.append((time.perf_counter() - tick) * 1000 / len(batch))
         for conn in connections:
             conn.rollback()
