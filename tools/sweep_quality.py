@@ -8,7 +8,7 @@
 ``collect`` runs stage one once per answerable question with the defaults (as ``pgmem
 eval``) and once with a wider search (``k_dense = k_lex = 200``, 20 neighbour seeds;
 stage one's own parameters, no SQL change), and reads every namespace's notes (ids,
-document, span, links, entities, time tags) — pickled under ``--cache``.
+document, span, links, entities, time tags, vector) — pickled under ``--cache``.
 ``diagnose`` packs the default pool in the default ``calibrated`` mode, budget 8, and
 for every gold note left out says where it was: in the pool (at which base-score rank),
 only in the wider pool, or nowhere; and whether it is linked (ingest's links, either
@@ -53,7 +53,7 @@ from pgmem.retrieval.words import content_words
 WIDE = StageOneParams(k_dense=200, k_lex=200, neighbour_seeds=20)
 NOTES = """
 SELECT namespace, note_id::text, external_id, document_id, span_start, links::text[] AS links,
-       entities, time_tags, source_ts
+       entities, time_tags, source_ts, embedding::real[] AS embedding
 FROM pgmem.notes WHERE namespace = ANY(%(namespaces)s)
 """
 
@@ -312,6 +312,10 @@ def variants() -> dict[str, Variant]:
                 found[f"rerank {reranker} top {top} weight {weight}"] = partial(
                     _reranked, reranker=reranker, top=top, weight=weight
                 )
+    for first, alpha, top, weight in DENSE_FEEDBACK:
+        found[f"dense feedback first {first} alpha {alpha} top {top} weight {weight}"] = partial(
+            _dense_feedback, first=first, alpha=alpha, top=top, weight=weight
+        )
     found["independent aggregates"] = partial(_independent, normalise=False)
     found["independent aggregates and normalisation"] = partial(_independent, normalise=True)
     found["relevance mode"] = lambda request, pool, wide: pack(dataclasses.replace(request, mode="relevance"), pool)
@@ -519,6 +523,31 @@ class Nanoranker:
         return scores
 
 
+class DenseFeedback:
+    """Pseudo-relevance feedback on the dense side, as a re-ranker of pgmem's top N: each
+    note scores its cosine with ``alpha * q + (1 - alpha) * c`` (``q`` the question's
+    vector, ``c`` the mean of the first ``first`` notes of pgmem's order, both unit
+    length; ``alpha`` above 1 pushes away from them). No model: the stored vectors."""
+
+    name = "dense feedback"
+
+    def __init__(self, pool: Pool, query: np.ndarray, first: int, alpha: float) -> None:
+        self.vectors = {note_text(c): NOTE_VECTORS[c.note_id] for c in pool.candidates}
+        self.query = query / np.linalg.norm(query)
+        self.first = first
+        self.alpha = alpha
+
+    def score(self, question: str, texts: Any) -> list[float]:
+        vectors = np.stack([self.vectors[text] for text in texts]).astype(np.float64)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        centroid = vectors[: self.first].mean(axis=0)
+        target = self.alpha * self.query + (1 - self.alpha) * centroid / np.linalg.norm(centroid)
+        scores: list[float] = (vectors @ target).tolist()
+        return scores
+
+
+#: Each note's stored vector (``collect`` reads them), set by :func:`sweep`.
+NOTE_VECTORS: dict[str, np.ndarray] = {}
 #: The dataset's answers by pool (gold note texts, as a re-ranker reads them), set by :func:`sweep`.
 GOLD_TEXTS: dict[int, set[str]] = {}
 RERANKERS: dict[str, Any] = {}
@@ -532,6 +561,26 @@ def _reranked(request: PackRequest, pool: Pool, wide: Pool, reranker: str, top: 
     return [item.external_id or item.note_id for item in finish_pack(request, pool).items]
 
 
+def _dense_feedback(
+    request: PackRequest, pool: Pool, wide: Pool, first: int, alpha: float, top: int, weight: float
+) -> list[str]:
+    """Pack through the finish with :class:`DenseFeedback` re-ranking pgmem's ``top`` candidates."""
+    query = np.asarray(request.query_vector, dtype=np.float64)
+    packing = dataclasses.replace(request.packing, rerank_top=top, rerank_weight=weight)
+    request = dataclasses.replace(request, reranker=DenseFeedback(pool, query, first, alpha), packing=packing)
+    return [item.external_id or item.note_id for item in finish_pack(request, pool).items]
+
+
+#: (first notes averaged, alpha, top N, weight) of the dense feedback variants.
+DENSE_FEEDBACK = (
+    (3, 0.0, 16, 0.25),
+    (3, 0.5, 16, 0.25),
+    (5, 0.5, 16, 0.25),
+    (5, 0.5, 16, 0.5),
+    (8, 0.5, 32, 0.25),
+    (3, 1.0, 16, 0.25),
+    (3, 2.0, 16, 0.25),
+)
 RERANK_TOPS = (8, 16, 32)
 RERANK_WEIGHTS = (0.1, 0.25, 0.5, 0.75, 1.0)
 
@@ -554,6 +603,10 @@ def sweep(name: str, data: dict[str, Any], only: list[str] | None = None) -> dic
         found = pickle.loads((CACHE[0] / f"{name}-origins.pkl").read_bytes())
         for pool, independent in zip(data["pools"], found, strict=True):
             ORIGINS_OF[id(pool)] = independent
+    NOTE_VECTORS.clear()
+    if only and any(prefix.startswith("dense feedback") for prefix in only):
+        for note in data["notes"]:
+            NOTE_VECTORS[note["note_id"]] = np.asarray(note["embedding"], dtype=np.float32)
     GOLD_TEXTS.clear()
     for question, pool in zip(questions, data["pools"], strict=True):
         gold = set(question.gold)
