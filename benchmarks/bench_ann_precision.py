@@ -1,18 +1,21 @@
-"""pgvector HNSW indexes side by side: precision (``vector`` / ``halfvec``) and build parameters.
+"""pgvector indexes side by side: HNSW precision (``vector`` / ``halfvec`` / sign bits), build parameters, ivfflat.
 
 Loads N recombined notes' composed MiniLM vectors (``benchmarks/embed_corpus.py --halves``
 folder) into a bare table of the embedded server, copies it once per ``--index`` variant
 (``KIND[:m=M][:ef_construction=E]``, KIND ``vector`` or ``halfvec``: the column as it is or
-its ``halfvec`` cast; ``none`` for a table without an HNSW index) and builds each variant's
-index with the same ``maintenance_work_mem``, a checkpoint before each. Then it times the
-top 50 of the first ``--questions`` LoCoMo questions (MiniLM query vectors) through each
-index at every ``--ef-search``, iterative scan on, the variants interleaved per breadth,
-with the share of the exact top 50 (numpy, float32; ties at the 50th place, duplicate
-recombined texts, broken arbitrarily) each returns; and with ``--inserts K``, what writing
-K more notes' vectors costs per row in each table (batches of 100 by binary COPY, the
-variants interleaved batch by batch, each variant's batches in one transaction that is
-rolled back: the tables keep their N rows). Prints build seconds, index sizes, p50 / p95
-client milliseconds, recall and milliseconds per inserted row.
+its ``halfvec`` cast; ``bit[:rerank=R]``: its sign bits under Hamming distance, the nearest
+R (400) by bits ordered by the exact cosine; ``ivfflat[:lists=L]``: inverted lists instead
+of a graph, each ``--ef-search`` value then the lists probed; ``none`` for a table without
+an index) and builds each variant's index with the same ``maintenance_work_mem``, a
+checkpoint before each. Then it times the top 50 of the first ``--questions`` LoCoMo
+questions (MiniLM query vectors) through each index at every ``--ef-search``, iterative scan
+on, the variants interleaved per breadth, with the share of the exact top 50 (numpy,
+float32; ties at the 50th place, duplicate recombined texts, broken arbitrarily) each
+returns; and with ``--inserts K``, what writing K more notes' vectors costs per row in each
+table (batches of 100 by binary COPY, the variants interleaved batch by batch, each
+variant's batches in one transaction that is rolled back: the tables keep their N rows).
+Prints build seconds, index sizes, p50 / p95 client milliseconds, recall and milliseconds
+per inserted row.
 
     PYTHONPATH=.:benchmarks python benchmarks/bench_ann_precision.py --notes 1000000 \\
         --halves /tmp/halves --home /tmp/ann-1m [--ef-search 40,100,200,400] [--rounds 2] \\
@@ -48,15 +51,26 @@ from pgmem.embeddings.minilm import DIMENSION, MiniLMEmbedder
 
 K = 50
 INSERT_BATCH = 100
-_KINDS = {
-    "vector": ("(v vector_cosine_ops)", "v <=> %s::vector"),
+_KINDS: dict[str, tuple[str, str]] = {
+    "vector": ("(v vector_cosine_ops)", "v <=> %(q)s::vector"),
     "halfvec": (
         f"((v::halfvec({DIMENSION})) halfvec_cosine_ops)",
-        f"v::halfvec({DIMENSION}) <=> %s::vector::halfvec({DIMENSION})",
+        f"v::halfvec({DIMENSION}) <=> %(q)s::vector::halfvec({DIMENSION})",
     ),
+    # The sign bits of each vector (pgvector's binary_quantize) under Hamming distance:
+    # the index finds the nearest `rerank` by bits, the exact cosine orders them.
+    "bit": (
+        f"((binary_quantize(v)::bit({DIMENSION})) bit_hamming_ops)",
+        f"binary_quantize(v)::bit({DIMENSION}) <~> binary_quantize(%(q)s::vector)",
+    ),
+    # Inverted lists (k-means centroids, pgvector's ivfflat): ``lists=L`` when built, and the
+    # breadth searched is the number of lists probed (``ivfflat.probes``).
+    "ivfflat": ("(v vector_cosine_ops)", "v <=> %(q)s::vector"),
     "none": ("", ""),
 }
-_OPTION = re.compile(r"(m|ef_construction)=(\d+)")
+#: Rows the ``bit`` kind fetches by Hamming distance before the exact re-rank (``rerank=R``).
+BIT_RERANK = 400
+_OPTION = re.compile(r"(m|ef_construction|rerank|lists)=(\d+)")
 
 
 @dataclass(frozen=True)
@@ -76,15 +90,23 @@ class Variant:
         for option in options:
             match = _OPTION.fullmatch(option)
             if match is None:
-                raise argparse.ArgumentTypeError(f"--index option must be m=N or ef_construction=N, got {option!r}")
+                raise argparse.ArgumentTypeError(
+                    f"--index option must be m=N, ef_construction=N or (bit only) rerank=N, got {option!r}"
+                )
             parsed.append((match[1], int(match[2])))
         if kind == "none" and parsed:
             raise argparse.ArgumentTypeError("--index none takes no options")
+        if kind != "bit" and any(name == "rerank" for name, _ in parsed):
+            raise argparse.ArgumentTypeError("--index rerank=N applies to the bit kind only")
+        if (kind == "ivfflat") != all(name == "lists" for name, _ in parsed) and parsed:
+            raise argparse.ArgumentTypeError("--index lists=N applies to (and is the only option of) ivfflat")
         return cls(spec, kind, tuple(parsed))
 
     @property
     def table(self) -> str:
-        return "ann_bench_" + re.sub(r"[^a-z0-9]+", "_", self.spec.lower()).strip("_")
+        """The variant's table: one per kind and build options (``rerank`` variants share it)."""
+        built = "".join(f":{name}={value}" for name, value in self.options if name != "rerank")
+        return "ann_bench_" + re.sub(r"[^a-z0-9]+", "_", (self.kind + built).lower()).strip("_")
 
     @property
     def indexed(self) -> bool:
@@ -92,11 +114,21 @@ class Variant:
 
     def create_index(self) -> str:
         expression = _KINDS[self.kind][0]
-        with_ = f" WITH ({', '.join(f'{name} = {value}' for name, value in self.options)})" if self.options else ""
-        return f"CREATE INDEX {self.table}_hnsw ON {self.table} USING hnsw {expression}{with_}"
+        built = [(name, value) for name, value in self.options if name != "rerank"]
+        with_ = f" WITH ({', '.join(f'{name} = {value}' for name, value in built)})" if built else ""
+        method = "ivfflat" if self.kind == "ivfflat" else "hnsw"
+        return f"CREATE INDEX {self.table}_hnsw ON {self.table} USING {method} {expression}{with_}"
 
     def top_k(self) -> str:
-        return f"SELECT id FROM {self.table} ORDER BY {_KINDS[self.kind][1]} LIMIT {K}"
+        """The top K statement (the query vector bound as ``q``)."""
+        order = _KINDS[self.kind][1]
+        if self.kind != "bit":
+            return f"SELECT id FROM {self.table} ORDER BY {order} LIMIT {K}"
+        rerank = dict(self.options).get("rerank", BIT_RERANK)
+        return (
+            f"SELECT id FROM (SELECT id, v FROM {self.table} ORDER BY {order} LIMIT {rerank}) AS nearest"
+            f" ORDER BY v <=> %(q)s::vector LIMIT {K}"
+        )
 
 
 def _vector_oid(conn: psycopg.Connection[Any]) -> int:
@@ -153,15 +185,18 @@ def search(
 ) -> None:
     """p50 / p95 and recall@50 of each index at each breadth, interleaved per breadth."""
     conn.execute("SET hnsw.iterative_scan = relaxed_order")
+    conn.execute("SET ivfflat.iterative_scan = relaxed_order")
     literals = [vector_literal(q) for q in queries]
     for round_ in range(rounds):
         for ef in breadths:
+            # The breadth: HNSW's candidate list, or the inverted lists probed.
             conn.execute(f"SET hnsw.ef_search = {ef}")
+            conn.execute(f"SET ivfflat.probes = {ef}")
             for variant in variants:
                 times, recall = [], []
                 for literal, truth in zip(literals, exact, strict=True):
                     tick = time.perf_counter()
-                    rows = conn.execute(variant.top_k(), (literal,)).fetchall()
+                    rows = conn.execute(variant.top_k(), {"q": literal}).fetchall()
                     times.append((time.perf_counter() - tick) * 1000)
                     recall.append(len(truth & {row[0] for row in rows}) / K)
                 print(
@@ -211,7 +246,8 @@ def main() -> None:
         dest="variants",
         type=Variant.parse,
         action="append",
-        help="KIND[:m=M][:ef_construction=E], KIND vector, halfvec or none; repeatable (default: vector, halfvec)",
+        help="KIND[:m=M][:ef_construction=E][:rerank=R] or ivfflat[:lists=L], KIND vector, halfvec, bit"
+        " or none; repeatable (default: vector, halfvec)",
     )
     parser.add_argument("--inserts", type=int, default=0, help="rows written per variant after the searches (0)")
     parser.add_argument("--maintenance-work-mem", default="4GB", help="for every build (default 4GB)")
@@ -235,7 +271,9 @@ def main() -> None:
         if searched:
             search(conn, searched, queries, exact, args.ef_search, args.rounds)
         if args.inserts:
-            inserts(conninfo_of(conn), variants, extra, args.notes)
+            # One writer per table: variants differing only in their re-rank share one.
+            writers = list({variant.table: variant for variant in variants}.values())
+            inserts(conninfo_of(conn), writers, extra, args.notes)
 
 
 if __name__ == "__main__":
