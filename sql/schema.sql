@@ -425,6 +425,18 @@ CREATE TABLE pgmem.lexeme_postings (
     PRIMARY KEY (namespace, lexeme, note_id) INCLUDE (term_frequency, lexeme_count)
 );
 
+-- Link keys: which notes of a namespace hold a handle ('h') or an entity text ('e'), the
+-- key as its SHA-256; ingest's rare-key lookups probe it (pgmem.handle_holders_v1,
+-- pgmem.entity_holders_v1). Readers see their namespace's rows (the notes' policy); only
+-- the triggers below (owner rights) write them.
+CREATE TABLE pgmem.link_keys (
+    namespace text NOT NULL,
+    kind "char" NOT NULL CHECK (kind IN ('e', 'h')),
+    digest bytea NOT NULL,
+    note_id uuid NOT NULL,
+    PRIMARY KEY (namespace, kind, digest, note_id)
+);
+
 -- == Indexes ==
 
 -- Lexical search: the GIN index on each note's tsvector.
@@ -1753,43 +1765,39 @@ BEGIN
 END;
 $function$;
 
--- Up to p_limit notes of p_namespace holding each handle (ingest tells rare keys from common).
-CREATE FUNCTION pgmem.handle_holders_v1(p_namespace text, p_keys text[], p_limit integer)
+-- Up to p_limit notes of p_namespace holding each key of one kind ('h' handle, 'e' entity).
+CREATE FUNCTION pgmem.key_holders_v1(p_namespace text, p_kind "char", p_keys text[], p_limit integer)
     RETURNS TABLE (key text, note_id uuid)
-    -- Enough for ingest to tell a rare key (linked) from a common one. A key that comes
-    -- from unnest() cannot be estimated, and the planner then walks the primary key or the
-    -- table with a row-by-row filter (about 0.4 s per key at a million notes, so ingest
-    -- slowed down as the store grew); these settings leave it the GIN bitmap scans, whose
-    -- cost is the key's posting list (a few ms). No ORDER BY: a rare key's holders are all
-    -- returned, and which holders of a common key come back does not matter.
+    -- One probe of pgmem.link_keys' primary key per key. No ORDER BY: a rare key's
+    -- holders are all returned, and which holders of a common key come back does not
+    -- matter. A key that comes from unnest() cannot be estimated: the sequential scan is
+    -- kept off.
     LANGUAGE sql STABLE
     SET enable_seqscan = off
-    SET enable_indexscan = off
     AS $$
-    SELECT k.key, n.note_id
+    SELECT k.key, h.note_id
     FROM unnest(p_keys) AS k (key)
     CROSS JOIN LATERAL (
-        SELECT m.note_id FROM pgmem.notes AS m
-        WHERE m.namespace = p_namespace AND m.handles @> ARRAY[k.key]
+        SELECT l.note_id FROM pgmem.link_keys AS l
+        WHERE l.namespace = p_namespace AND l.kind = p_kind AND l.digest = sha256(convert_to(k.key, 'UTF8'))
         LIMIT p_limit
-    ) AS n;
+    ) AS h;
 $$;
 
--- Up to p_limit notes of p_namespace holding each entity text (as handle_holders_v1).
+-- Up to p_limit notes of p_namespace holding each handle.
+CREATE FUNCTION pgmem.handle_holders_v1(p_namespace text, p_keys text[], p_limit integer)
+    RETURNS TABLE (key text, note_id uuid)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT h.key, h.note_id FROM pgmem.key_holders_v1(p_namespace, 'h', p_keys, p_limit) AS h;
+$$;
+
+-- Up to p_limit notes of p_namespace holding each entity text.
 CREATE FUNCTION pgmem.entity_holders_v1(p_namespace text, p_keys text[], p_limit integer)
     RETURNS TABLE (key text, note_id uuid)
     LANGUAGE sql STABLE
-    SET enable_seqscan = off
-    SET enable_indexscan = off
     AS $$
-    SELECT k.key, n.note_id
-    FROM unnest(p_keys) AS k (key)
-    CROSS JOIN LATERAL (
-        SELECT m.note_id FROM pgmem.notes AS m
-        WHERE m.namespace = p_namespace
-          AND m.entities @> jsonb_build_array(jsonb_build_object('text', k.key))
-        LIMIT p_limit
-    ) AS n;
+    SELECT h.key, h.note_id FROM pgmem.key_holders_v1(p_namespace, 'e', p_keys, p_limit) AS h;
 $$;
 
 -- Logged packs ---------------------------------------------------------------------------
@@ -2463,6 +2471,51 @@ BEGIN
 END;
 $$;
 
+-- A note's link keys: each distinct handle ('h') and entity text ('e'), hashed.
+CREATE FUNCTION pgmem.note_link_keys_v1(p_entities jsonb, p_handles text[])
+    RETURNS TABLE (kind "char", digest bytea)
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT DISTINCT k.kind, k.digest
+    FROM (SELECT 'e'::"char" AS kind, sha256(convert_to(e.value ->> 'text', 'UTF8')) AS digest
+          FROM jsonb_array_elements(p_entities) AS e
+          WHERE jsonb_typeof(e.value -> 'text') = 'string'
+          UNION ALL
+          SELECT 'h'::"char", sha256(convert_to(h.handle, 'UTF8'))
+          FROM unnest(p_handles) AS h (handle)
+          WHERE h.handle IS NOT NULL) AS k;
+$$;
+
+-- Trigger: the link keys of the notes a statement inserted, in key order.
+CREATE FUNCTION pgmem.key_new_notes_v1() RETURNS trigger
+    -- Runs with owner rights: no role writes link keys.
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pgmem, pg_temp
+    AS $$
+BEGIN
+    INSERT INTO pgmem.link_keys (namespace, kind, digest, note_id)
+    SELECT n.namespace, k.kind, k.digest, n.note_id
+    FROM new_notes AS n, pgmem.note_link_keys_v1(n.entities, n.handles) AS k
+    ORDER BY n.namespace, k.kind, k.digest, n.note_id;
+    RETURN NULL;
+END;
+$$;
+
+-- Trigger: the link keys of deleted notes go with them (found by their full key).
+CREATE FUNCTION pgmem.unkey_deleted_notes_v1() RETURNS trigger
+    -- Forget, supersede and compaction delete notes: no key of an erased note stays.
+    -- Runs with owner rights.
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pgmem, pg_temp
+    AS $$
+BEGIN
+    DELETE FROM pgmem.link_keys AS l
+    USING old_notes AS o, pgmem.note_link_keys_v1(o.entities, o.handles) AS k
+    WHERE l.namespace = o.namespace AND l.kind = k.kind AND l.digest = k.digest AND l.note_id = o.note_id;
+    RETURN NULL;
+END;
+$$;
+
 -- == Triggers ==
 
 -- Notes are immutable: the database itself refuses UPDATE, DELETE and TRUNCATE.
@@ -2496,6 +2549,14 @@ CREATE TRIGGER notes_post_new AFTER INSERT ON pgmem.notes
 CREATE TRIGGER notes_unpost_deleted AFTER DELETE ON pgmem.notes
     REFERENCING OLD TABLE AS old_notes
     FOR EACH STATEMENT EXECUTE FUNCTION pgmem.unpost_deleted_notes_v1();
+
+-- Link keys follow the notes written and deleted.
+CREATE TRIGGER notes_key_new AFTER INSERT ON pgmem.notes
+    REFERENCING NEW TABLE AS new_notes
+    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.key_new_notes_v1();
+CREATE TRIGGER notes_unkey_deleted AFTER DELETE ON pgmem.notes
+    REFERENCING OLD TABLE AS old_notes
+    FOR EACH STATEMENT EXECUTE FUNCTION pgmem.unkey_deleted_notes_v1();
 
 -- A family bound to writer roles refuses notes from other writers.
 CREATE TRIGGER notes_check_family_writers AFTER INSERT ON pgmem.notes
@@ -2736,6 +2797,7 @@ GROUP BY namespace, trajectory_id;
 ALTER TABLE pgmem.namespaces ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pgmem.lexeme_stats ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pgmem.lexeme_postings ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgmem.link_keys ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pgmem.notes ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pgmem.namespace_grants ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pgmem.family_writers ENABLE ROW LEVEL SECURITY;
@@ -2763,6 +2825,8 @@ CREATE POLICY namespace_isolation ON pgmem.notes TO pgmem_reader, pgmem_writer
     USING (namespace = (SELECT pgmem.session_namespace_v1()));
 CREATE POLICY namespace_isolation ON pgmem.lexeme_postings TO pgmem_reader, pgmem_writer
     USING (namespace = (SELECT pgmem.session_namespace_v1()));
+CREATE POLICY namespace_isolation ON pgmem.link_keys TO pgmem_reader, pgmem_writer
+    USING (namespace = (SELECT pgmem.session_namespace_v1()));
 CREATE POLICY namespace_isolation ON pgmem.family_writers TO pgmem_reader, pgmem_writer
     USING (namespace = (SELECT pgmem.session_namespace_v1()));
 CREATE POLICY namespace_isolation ON pgmem.family_stats TO pgmem_reader, pgmem_writer
@@ -2788,6 +2852,7 @@ CREATE POLICY namespace_isolation ON pgmem.compaction_log TO pgmem_reader, pgmem
 CREATE POLICY admin_all ON pgmem.namespaces TO pgmem_admin USING (true);
 CREATE POLICY admin_all ON pgmem.lexeme_stats TO pgmem_admin USING (true);
 CREATE POLICY admin_all ON pgmem.lexeme_postings TO pgmem_admin USING (true);
+CREATE POLICY admin_all ON pgmem.link_keys TO pgmem_admin USING (true);
 CREATE POLICY admin_all ON pgmem.notes TO pgmem_admin USING (true);
 CREATE POLICY admin_all ON pgmem.namespace_grants TO pgmem_admin USING (true);
 CREATE POLICY admin_all ON pgmem.family_writers TO pgmem_admin USING (true);
@@ -2853,7 +2918,8 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pgmem FROM PUBLIC;
 GRANT USAGE ON SCHEMA pgmem TO pgmem_reader, pgmem_writer, pgmem_admin;
 
 -- Readers: their namespace's notes and statistics, logged packs and telemetry; stage one.
-GRANT SELECT ON pgmem.embedding_models, pgmem.namespaces, pgmem.lexeme_stats, pgmem.lexeme_postings, pgmem.notes,
+GRANT SELECT ON pgmem.embedding_models, pgmem.namespaces, pgmem.lexeme_stats, pgmem.lexeme_postings, pgmem.link_keys,
+    pgmem.notes,
     pgmem.namespace_grants, pgmem.family_writers, pgmem.family_stats, pgmem.pack_log,
     pgmem.pack_log_families, pgmem.pack_log_items, pgmem.pack_log_rejections, pgmem.feedback,
     pgmem.family_reliability, pgmem.supersede_audit, pgmem.compaction_log
@@ -2892,7 +2958,7 @@ GRANT INSERT (namespace, trajectory_id, generation, round, kind, policy, rebuild
               archived, summary_note_id, citations)
     ON pgmem.compaction_log TO pgmem_writer;
 GRANT EXECUTE ON FUNCTION pgmem.register_namespace_v1, pgmem.register_model_v1, pgmem.feedback_v1,
-    pgmem.handle_holders_v1, pgmem.entity_holders_v1
+    pgmem.handle_holders_v1, pgmem.entity_holders_v1, pgmem.key_holders_v1
     TO pgmem_writer;
 
 -- Admins: every registered embedding model gets an HNSW index on the shared notes

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 from psycopg import sql
 
 import pgmem
@@ -62,6 +63,14 @@ def as_role(dsn: str, role: str, namespace: str | None) -> psycopg.Connection[An
     connection = pgmem.connect(dsn, namespace=namespace, migrate=False)
     connection.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
     return connection
+
+
+def assert_refused(conn: psycopg.Connection[Any], *statements: str) -> None:
+    """Each of ``statements`` fails on ``conn`` for want of privilege (rolled back after each)."""
+    for statement in statements:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(statement)
+        conn.rollback()
 
 
 def stats_are_consistent(conn: psycopg.Connection[Any]) -> None:

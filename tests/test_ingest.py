@@ -180,18 +180,6 @@ def test_notes_sharing_a_rare_handle_or_entity_are_linked(
     assert not (links[later[1]] & stored_common)  # ACME-9999 is in 8 notes: too common to link by
 
 
-def test_rare_key_lookups_are_kept_on_the_gin_indexes(conn: psycopg.Connection[Any]) -> None:
-    # A key from unnest() cannot be estimated: left to itself the planner walked the
-    # primary key or the table per key, and ingest slowed down as the store grew
-    # (benchmarks/bench_scale.py). The functions pin the plan to the bitmap scans.
-    rows = conn.execute(
-        "SELECT proname, proconfig FROM pg_proc WHERE proname IN ('handle_holders_v1', 'entity_holders_v1')"
-    ).fetchall()
-    assert {name: sorted(config) for name, config in rows} == {
-        name: ["enable_indexscan=off", "enable_seqscan=off"] for name in ("handle_holders_v1", "entity_holders_v1")
-    }
-
-
 def _snapshot(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
     return sorted(conn.execute("SELECT note_id::text, family, text FROM pgmem.notes").fetchall())
 

@@ -25,6 +25,7 @@ SELECT create_distributed_table('pgmem.namespaces', 'namespace');
 SELECT create_distributed_table('pgmem.notes', 'namespace', colocate_with => 'pgmem.namespaces');
 SELECT create_distributed_table('pgmem.lexeme_stats', 'namespace', colocate_with => 'pgmem.namespaces');
 SELECT create_distributed_table('pgmem.lexeme_postings', 'namespace', colocate_with => 'pgmem.namespaces');
+SELECT create_distributed_table('pgmem.link_keys', 'namespace', colocate_with => 'pgmem.namespaces');
 SELECT create_distributed_table('pgmem.feedback', 'namespace', colocate_with => 'pgmem.namespaces');
 SELECT create_distributed_table('pgmem.family_reliability', 'namespace', colocate_with => 'pgmem.namespaces');
 SELECT create_distributed_table('pgmem.supersede_audit', 'namespace', colocate_with => 'pgmem.namespaces');
