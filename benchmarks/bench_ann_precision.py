@@ -51,31 +51,38 @@ from pgmem.embeddings.minilm import DIMENSION, MiniLMEmbedder
 
 K = 50
 INSERT_BATCH = 100
-_KINDS: dict[str, tuple[str, str]] = {
-    "vector": ("(v vector_cosine_ops)", "v <=> %(q)s::vector"),
+_HNSW = frozenset({"m", "ef_construction"})
+#: Per kind: the indexed expression, the distance the top K orders by, the access method and
+#: the options a spec may give it.
+_KINDS: dict[str, tuple[str, str, str, frozenset[str]]] = {
+    "vector": ("(v vector_cosine_ops)", "v <=> %(q)s::vector", "hnsw", _HNSW),
     "halfvec": (
         f"((v::halfvec({DIMENSION})) halfvec_cosine_ops)",
         f"v::halfvec({DIMENSION}) <=> %(q)s::vector::halfvec({DIMENSION})",
+        "hnsw",
+        _HNSW,
     ),
     # The sign bits of each vector (pgvector's binary_quantize) under Hamming distance:
     # the index finds the nearest `rerank` by bits, the exact cosine orders them.
     "bit": (
         f"((binary_quantize(v)::bit({DIMENSION})) bit_hamming_ops)",
         f"binary_quantize(v)::bit({DIMENSION}) <~> binary_quantize(%(q)s::vector)",
+        "hnsw",
+        _HNSW | {"rerank"},
     ),
     # Inverted lists (k-means centroids, pgvector's ivfflat): ``lists=L`` when built, and the
     # breadth searched is the number of lists probed (``ivfflat.probes``).
-    "ivfflat": ("(v vector_cosine_ops)", "v <=> %(q)s::vector"),
-    "none": ("", ""),
+    "ivfflat": ("(v vector_cosine_ops)", "v <=> %(q)s::vector", "ivfflat", frozenset({"lists"})),
+    "none": ("", "", "", frozenset()),
 }
 #: Rows the ``bit`` kind fetches by Hamming distance before the exact re-rank (``rerank=R``).
 BIT_RERANK = 400
-_OPTION = re.compile(r"(m|ef_construction|rerank|lists)=(\d+)")
+_OPTION = re.compile(r"([a-z_]+)=(\d+)")
 
 
 @dataclass(frozen=True)
 class Variant:
-    """One ``--index`` spec: a table of its own and (unless KIND is ``none``) its HNSW index."""
+    """One ``--index`` spec: a table of its own and (unless KIND is ``none``) its index."""
 
     spec: str
     kind: str
@@ -86,26 +93,25 @@ class Variant:
         kind, *options = spec.split(":")
         if kind not in _KINDS:
             raise argparse.ArgumentTypeError(f"--index kind must be one of {', '.join(_KINDS)}, got {kind!r}")
+        allowed = _KINDS[kind][3]
         parsed = []
         for option in options:
             match = _OPTION.fullmatch(option)
-            if match is None:
-                raise argparse.ArgumentTypeError(
-                    f"--index option must be m=N, ef_construction=N or (bit only) rerank=N, got {option!r}"
-                )
+            if match is None or match[1] not in allowed:
+                takes = ", ".join(f"{name}=N" for name in sorted(allowed)) or "no options"
+                raise argparse.ArgumentTypeError(f"--index {kind} takes {takes}, got {option!r}")
             parsed.append((match[1], int(match[2])))
-        if kind == "none" and parsed:
-            raise argparse.ArgumentTypeError("--index none takes no options")
-        if kind != "bit" and any(name == "rerank" for name, _ in parsed):
-            raise argparse.ArgumentTypeError("--index rerank=N applies to the bit kind only")
-        if (kind == "ivfflat") != all(name == "lists" for name, _ in parsed) and parsed:
-            raise argparse.ArgumentTypeError("--index lists=N applies to (and is the only option of) ivfflat")
         return cls(spec, kind, tuple(parsed))
+
+    @property
+    def built(self) -> list[tuple[str, int]]:
+        """The options the index is built with (``rerank`` is the search's)."""
+        return [(name, value) for name, value in self.options if name != "rerank"]
 
     @property
     def table(self) -> str:
         """The variant's table: one per kind and build options (``rerank`` variants share it)."""
-        built = "".join(f":{name}={value}" for name, value in self.options if name != "rerank")
+        built = "".join(f":{name}={value}" for name, value in self.built)
         return "ann_bench_" + re.sub(r"[^a-z0-9]+", "_", (self.kind + built).lower()).strip("_")
 
     @property
@@ -113,10 +119,8 @@ class Variant:
         return self.kind != "none"
 
     def create_index(self) -> str:
-        expression = _KINDS[self.kind][0]
-        built = [(name, value) for name, value in self.options if name != "rerank"]
-        with_ = f" WITH ({', '.join(f'{name} = {value}' for name, value in built)})" if built else ""
-        method = "ivfflat" if self.kind == "ivfflat" else "hnsw"
+        expression, _, method, _ = _KINDS[self.kind]
+        with_ = f" WITH ({', '.join(f'{name} = {value}' for name, value in self.built)})" if self.built else ""
         return f"CREATE INDEX {self.table}_hnsw ON {self.table} USING {method} {expression}{with_}"
 
     def top_k(self) -> str:

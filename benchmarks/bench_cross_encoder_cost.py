@@ -9,7 +9,7 @@ conversation (from its first gold turn on: real turn lengths) as one batch, padd
 its longest pair, and reports the wall time per batch, p50 / p95, beside the time of
 embedding the question alone (what the read path runs today)::
 
-    PYTHONPATH=. python benchmarks/bench_cross_encoder_cost.py [--questions 100] [--threads 1]
+    PYTHONPATH=.:benchmarks python benchmarks/bench_cross_encoder_cost.py [--questions 100] [--threads 1]
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+from bench_lexical import DATA
 
 from pgmem.embeddings.minilm import MiniLMEmbedder
 from pgmem.eval import load_locomo
 
-LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev5.json"
+LOCOMO = DATA / "locomo" / "locomo_dev5.json"
 PAIRS = 16
 
 

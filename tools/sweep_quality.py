@@ -553,22 +553,26 @@ GOLD_TEXTS: dict[int, set[str]] = {}
 RERANKERS: dict[str, Any] = {}
 
 
-def _reranked(request: PackRequest, pool: Pool, wide: Pool, reranker: str, top: int, weight: float) -> list[str]:
-    """Pack through the finish with a re-ranker of pgmem's ``top`` candidates (the API's path)."""
-    chosen = GoldFirst(GOLD_TEXTS[id(pool)]) if reranker == "oracle" else RERANKERS[reranker]
+def _reranked_by(request: PackRequest, pool: Pool, reranker: Any, top: int, weight: float) -> list[str]:
+    """Pack through the finish with ``reranker`` re-ranking pgmem's ``top`` candidates (the API's path)."""
     packing = dataclasses.replace(request.packing, rerank_top=top, rerank_weight=weight)
-    request = dataclasses.replace(request, reranker=chosen, packing=packing)
+    request = dataclasses.replace(request, reranker=reranker, packing=packing)
     return [item.external_id or item.note_id for item in finish_pack(request, pool).items]
+
+
+def _reranked(request: PackRequest, pool: Pool, wide: Pool, reranker: str, top: int, weight: float) -> list[str]:
+    chosen = GoldFirst(GOLD_TEXTS[id(pool)]) if reranker == "oracle" else RERANKERS[reranker]
+    return _reranked_by(request, pool, chosen, top, weight)
 
 
 def _dense_feedback(
     request: PackRequest, pool: Pool, wide: Pool, first: int, alpha: float, top: int, weight: float
 ) -> list[str]:
     """Pack through the finish with :class:`DenseFeedback` re-ranking pgmem's ``top`` candidates."""
+    if not NOTE_VECTORS:
+        raise SystemExit("dense feedback needs the notes' vectors: run `collect` again (it stores them now)")
     query = np.asarray(request.query_vector, dtype=np.float64)
-    packing = dataclasses.replace(request.packing, rerank_top=top, rerank_weight=weight)
-    request = dataclasses.replace(request, reranker=DenseFeedback(pool, query, first, alpha), packing=packing)
-    return [item.external_id or item.note_id for item in finish_pack(request, pool).items]
+    return _reranked_by(request, pool, DenseFeedback(pool, query, first, alpha), top, weight)
 
 
 #: (first notes averaged, alpha, top N, weight) of the dense feedback variants.
@@ -604,8 +608,8 @@ def sweep(name: str, data: dict[str, Any], only: list[str] | None = None) -> dic
         for pool, independent in zip(data["pools"], found, strict=True):
             ORIGINS_OF[id(pool)] = independent
     NOTE_VECTORS.clear()
-    if only and any(prefix.startswith("dense feedback") for prefix in only):
-        for note in data["notes"]:
+    for note in data["notes"]:
+        if "embedding" in note:  # caches collected before session 32 lack them
             NOTE_VECTORS[note["note_id"]] = np.asarray(note["embedding"], dtype=np.float32)
     GOLD_TEXTS.clear()
     for question, pool in zip(questions, data["pools"], strict=True):
