@@ -62,8 +62,6 @@ from pgmem.embeddings import HashingEmbedder
 DROP_ALL_INDEXES = [
     "DROP INDEX pgmem.notes_embedding_hnsw_m{model}",
     "DROP INDEX pgmem.notes_lexemes_gin",
-    "DROP INDEX pgmem.notes_handles_gin",
-    "DROP INDEX pgmem.notes_entities_gin",
     "DROP INDEX pgmem.notes_external_id",
 ]
 PARTS = {
@@ -100,11 +98,6 @@ PARTS = {
         "ALTER TABLE pgmem.notes DISABLE TRIGGER USER",
     ],
     "no hnsw, no lexemes GIN": ["DROP INDEX pgmem.notes_embedding_hnsw_m{model}", "DROP INDEX pgmem.notes_lexemes_gin"],
-    "no hnsw, no handles/entities GIN": [
-        "DROP INDEX pgmem.notes_embedding_hnsw_m{model}",
-        "DROP INDEX pgmem.notes_handles_gin",
-        "DROP INDEX pgmem.notes_entities_gin",
-    ],
     "bare heap (no index but keys, no trigger)": ["ALTER TABLE pgmem.notes DISABLE TRIGGER ALL", *DROP_ALL_INDEXES],
 }
 

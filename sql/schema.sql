@@ -444,11 +444,8 @@ CREATE INDEX notes_lexemes_gin ON pgmem.notes USING gin (lexemes);
 -- Notes by the caller's own id.
 CREATE INDEX notes_external_id ON pgmem.notes (namespace, external_id)
     WHERE external_id IS NOT NULL;
--- Notes sharing a rare micro-handle or entity are linked at write time (one lookup per
--- key of a batch). No pending list (fastupdate off): every lookup would read it whole,
--- and it grows with every batch until VACUUM merges it.
-CREATE INDEX notes_handles_gin ON pgmem.notes USING gin (handles) WITH (fastupdate = off);
-CREATE INDEX notes_entities_gin ON pgmem.notes USING gin (entities jsonb_path_ops) WITH (fastupdate = off);
+-- (No index on handles or entities: ingest finds a rare key's holders in
+-- pgmem.link_keys, migrations 0028-0029.)
 -- One note per (namespace, document, span): the key re-ingest and supersede are
 -- decided on. Its prefix serves the previous/next-span lookups of stage one and
 -- ingest.

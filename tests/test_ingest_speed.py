@@ -1,6 +1,6 @@
 """Migration 0020: the foreign keys ingest checked per row that could never fail are gone;
 what they refused is still refused (by notes_namespace_model), and postings still follow
-the notes. The GIN indexes of the link lookups keep no pending list."""
+the notes. (The link lookups' GIN indexes are gone since migration 0029: tests/test_link_keys.py.)"""
 
 from __future__ import annotations
 
@@ -93,20 +93,3 @@ def test_postings_follow_notes_through_ingest_supersede_and_forget(
     ).fetchone()
     assert orphans == (0,)
 
-
-def test_the_link_lookups_read_no_pending_list(conn: psycopg.Connection[Any], hashing: HashingEmbedder) -> None:
-    texts = [
-        f"Ada Lovelace met Charles Babbage in London, see ACME-{i} and https://acme.example/{i}." for i in range(20)
-    ]
-    result = pgmem.ingest(conn, make_spans(texts), namespace="a", embedder=hashing)
-    assert conn.execute("SELECT count(*) FROM pgmem.notes WHERE handles <> '{}' AND entities <> '[]'").fetchone() == (
-        20,
-    )
-    # Every entry went into the index itself: nothing was left pending to merge.
-    for index in ("notes_handles_gin", "notes_entities_gin"):
-        assert conn.execute("SELECT gin_clean_pending_list(%s::regclass)", (f"pgmem.{index}",)).fetchone() == (0,)
-    # And the lookups find the holders (a handle held by one note, an entity by all 20).
-    rows = conn.execute("SELECT key, note_id::text FROM pgmem.handle_holders_v1('a', ARRAY['ACME-3'], 6)").fetchall()
-    assert rows == [("ACME-3", result.note_ids[3])]
-    rows = conn.execute("SELECT count(*) FROM pgmem.entity_holders_v1('a', ARRAY['Ada Lovelace'], 6)").fetchone()
-    assert rows == (6,)

@@ -1,6 +1,7 @@
 """Migration 0028: ingest's rare-key lookups probe pgmem.link_keys, a B-tree of each note's
 hashed handles and entity texts written and deleted with the notes, instead of the notes'
-GIN indexes; the holders they return are the ones the GIN containment tests found."""
+GIN indexes (dropped in 0029); the holders they return are the ones the GIN containment
+tests found."""
 
 from __future__ import annotations
 
