@@ -1,6 +1,6 @@
 """Migration 0020: the foreign keys ingest checked per row that could never fail are gone;
 what they refused is still refused (by notes_namespace_model), and postings still follow
-the notes. (The link lookups' GIN indexes are gone since migration 0029: tests/test_link_keys.py.)"""
+the notes. Since migration 0029 the link lookups need no index on the notes' handles or entities."""
 
 from __future__ import annotations
 
@@ -93,3 +93,25 @@ def test_postings_follow_notes_through_ingest_supersede_and_forget(
     ).fetchone()
     assert orphans == (0,)
 
+
+def test_the_link_lookups_find_the_holders_without_the_notes_gin_indexes(
+    conn: psycopg.Connection[Any], hashing: HashingEmbedder
+) -> None:
+    texts = [
+        f"Ada Lovelace met Charles Babbage in London, see ACME-{i} and https://acme.example/{i}." for i in range(20)
+    ]
+    result = pgmem.ingest(conn, make_spans(texts), namespace="a", embedder=hashing)
+    assert conn.execute("SELECT count(*) FROM pgmem.notes WHERE handles <> '{}' AND entities <> '[]'").fetchone() == (
+        20,
+    )
+    # Migration 0029 dropped them: nothing reads the notes by handles or entities.
+    indexes = conn.execute(
+        "SELECT count(*) FROM pg_indexes WHERE schemaname = 'pgmem' AND indexname IN (%s, %s)",
+        ("notes_handles_gin", "notes_entities_gin"),
+    ).fetchone()
+    assert indexes == (0,)
+    # The lookups find the holders (a handle held by one note, an entity by all 20).
+    rows = conn.execute("SELECT key, note_id::text FROM pgmem.handle_holders_v1('a', ARRAY['ACME-3'], 6)").fetchall()
+    assert rows == [("ACME-3", result.note_ids[3])]
+    rows = conn.execute("SELECT count(*) FROM pgmem.entity_holders_v1('a', ARRAY['Ada Lovelace'], 6)").fetchone()
+    assert rows == (6,)
